@@ -1,0 +1,122 @@
+"""The `dynadraft` command line: the GUI by default, and generate/serve/calibrate/pull/models/bench subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from app import __version__
+
+NOT_BUILT = 2  # exit code of a subcommand that this version does not provide yet
+
+
+def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(_args: argparse.Namespace) -> int:
+        print(f"dynadraft {name}: not built yet in DynaDraft {__version__}.", file=sys.stderr)
+        return NOT_BUILT
+
+    return run
+
+
+def _add_generate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("generate", help="generate text from a prompt (with speculative decoding)")
+    p.add_argument("--model", required=True, metavar="PATH", help="target GGUF model")
+    p.add_argument("--draft", metavar="PATH", help="draft GGUF model (same vocabulary as the target)")
+    p.add_argument("--lookup", action="store_true", help="draft with prompt n-gram lookup instead of a draft model")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
+    g.add_argument("--spec-n-max", type=int, metavar="K", help="draft depth (max drafted tokens per step)")
+    p.add_argument("--spec-p-min", type=float, metavar="P", help="stop drafting below this draft probability")
+    p.add_argument("--spec-n-min", type=int, default=0, metavar="K", help="drop drafts shorter than this")
+    p.add_argument("--adaptive", action="store_true", help="draft length follows measured acceptance")
+    p.add_argument("--pool", action="store_true", help="choose the draft source per step from live telemetry")
+    p.add_argument("--prompt", required=True, help="the user message")
+    p.add_argument("--system", help="a system message")
+    p.add_argument("--raw", action="store_true", help="send the prompt as raw text, without the chat template")
+    p.add_argument("--max-tokens", type=int, required=True, metavar="N")
+    p.add_argument("--temperature", type=float, required=True, metavar="T", help="0 for greedy")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--seed", type=int, metavar="S")
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument("--ctx-size", type=int, default=4096, metavar="N")
+    p.add_argument("--batch-size", type=int, default=512, metavar="N")
+    p.add_argument("--threads", type=int, default=0, metavar="N", help="0: all cores")
+    p.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers to offload (-1: all)")
+    p.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off for this run")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.set_defaults(func=_run_generate)
+
+
+def _run_generate(args: argparse.Namespace) -> int:
+    from app.engine.generate_cli import run_generate
+
+    return run_generate(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dynadraft",
+        description="DynaDraft: local LLM chat with Dynamic-Draft speculative decoding. Without a subcommand, "
+        "opens the desktop app.",
+    )
+    parser.add_argument("--version", action="version", version=f"DynaDraft {__version__}")
+    parser.add_argument("--self-test", action="store_true", help="load the demo model, generate, check the GUI, exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_generate(sub)
+
+    p = sub.add_parser("serve", help="run the local OpenAI-compatible endpoint (headless)")
+    p.add_argument("--model", required=True, metavar="PATH")
+    p.add_argument("--draft", metavar="PATH")
+    p.add_argument("--host", default="127.0.0.1", metavar="H")
+    p.add_argument("--port", type=int, default=8080, metavar="P")
+    p.add_argument("--api-key", metavar="K", help="required when binding beyond loopback")
+    p.set_defaults(func=_not_built("serve"))
+
+    p = sub.add_parser("calibrate", help="measure the draft-settings frontier on this device (Dynamic Draft)")
+    p.add_argument("--model", required=True, metavar="PATH")
+    p.add_argument("--draft", metavar="PATH")
+    m = p.add_mutually_exclusive_group(required=True)
+    m.add_argument("--quick", action="store_true")
+    m.add_argument("--full", action="store_true")
+    p.add_argument("--budget-min", type=float, metavar="N", help="wall-time budget in minutes")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_not_built("calibrate"))
+
+    p = sub.add_parser("pull", help="download a model from Hugging Face (catalog id or REPO:FILE)")
+    p.add_argument("id", metavar="ID|REPO:FILE")
+    p.set_defaults(func=_not_built("pull"))
+
+    p = sub.add_parser("models", help="list local models, or inspect a GGUF file")
+    p.add_argument("--inspect", metavar="FILE")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_not_built("models"))
+
+    p = sub.add_parser("bench", help="run a benchmark from bench/")
+    p.add_argument("name", metavar="NAME")
+    p.set_defaults(func=_not_built("bench"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.self_test:
+        from app.selftest import run_self_test
+
+        return run_self_test()
+    if args.command is None:
+        from app.gui.main import run_app
+
+        return run_app()
+    return int(args.func(args))
+
+
+def print_json(obj: object) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""Chat templating with the model's own Jinja template, and streaming text output (UTF-8 safe, stop strings)."""
+
+from __future__ import annotations
+
+import codecs
+import datetime as _dt
+from collections.abc import Sequence
+from functools import lru_cache
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+# Used only when a GGUF carries no template at all (rare for instruct models).
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+class TemplateError(ValueError):
+    """The chat template failed to render these messages (its own `raise_exception`, or a syntax error)."""
+
+
+def _raise(message: str) -> None:
+    raise TemplateError(message)
+
+
+@lru_cache(maxsize=8)
+def _compile(source: str) -> jinja2.Template:
+    # HF templates are written for a sandboxed Jinja with these helpers and trimmed blocks.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader())
+    env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = lambda fmt: _dt.datetime.now().strftime(fmt)
+    try:
+        return env.from_string(source)
+    except jinja2.TemplateSyntaxError as e:
+        raise TemplateError(f"chat template does not parse: {e}") from e
+
+
+def render_chat(
+    template: str | None,
+    messages: Sequence[dict[str, str]],
+    add_generation_prompt: bool = True,
+    bos_token: str = "",
+    eos_token: str = "",
+) -> str:
+    """Render OpenAI-style messages with the model's template, as llama.cpp's server does with --jinja."""
+    tmpl = _compile(template or CHATML)
+    try:
+        return tmpl.render(
+            messages=[dict(m) for m in messages],
+            add_generation_prompt=add_generation_prompt,
+            bos_token=bos_token,
+            eos_token=eos_token,
+        )
+    except TemplateError:
+        raise
+    except jinja2.TemplateError as e:
+        raise TemplateError(f"chat template failed: {e}") from e
+
+
+class TextStream:
+    """Turns token bytes into text pieces: never splits a UTF-8 character, and holds back a possible stop string.
+
+    `push` returns the text that is safe to show now; `stopped` turns true when a stop string appeared (the text
+    before it is all that is ever shown).
+    """
+
+    def __init__(self, stop: Sequence[str] = ()) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stop = tuple(stop)
+        self._pending = ""  # decoded but not yet released (could start a stop string)
+        self.text = ""  # everything released so far
+        self.stopped = False
+
+    def push(self, data: bytes) -> str:
+        if self.stopped:
+            return ""
+        self._pending += self._decoder.decode(data)
+        return self._release(final=False)
+
+    def flush(self) -> str:
+        """Release what is held at the end. An incomplete trailing character (cut by max_tokens) is dropped."""
+        if self.stopped:
+            return ""
+        self._decoder.reset()
+        return self._release(final=True)
+
+    def _release(self, final: bool) -> str:
+        buf = self._pending
+        cut = -1
+        for s in self._stop:
+            i = buf.find(s)
+            if i != -1 and (cut == -1 or i < cut):
+                cut = i
+        if cut != -1:
+            self.stopped = True
+            out, self._pending = buf[:cut], ""
+            self.text += out
+            return out
+        hold = 0 if final else self._partial_stop_len(buf)
+        out = buf[: len(buf) - hold]
+        self._pending = buf[len(buf) - hold :]
+        self.text += out
+        return out
+
+    def _partial_stop_len(self, buf: str) -> int:
+        """Length of the longest suffix of `buf` that is a proper prefix of some stop string."""
+        best = 0
+        for s in self._stop:
+            for k in range(min(len(s) - 1, len(buf)), best, -1):
+                if buf.endswith(s[:k]):
+                    best = k
+                    break
+        return best

@@ -1,0 +1,94 @@
+"""`dynadraft generate`: one request through the engine, printed as text or as one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from app.engine.sampling import SamplingParams
+from app.engine.session import EngineConfig
+from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEvent, TextEvent
+from app.engine.worker import Engine
+from app.speculative.settings import PLAIN, SpecSettings
+
+
+def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
+    """The request-level override the flags ask for, or None to let Dynamic Draft / defaults decide."""
+    if args.no_spec:
+        return PLAIN
+    source = "lookup" if args.lookup else ("draft" if args.draft else None)
+    if args.pool:
+        source = "pool"
+    explicit = args.spec_n_max is not None or args.spec_p_min is not None or args.adaptive or args.pool or args.lookup
+    if not explicit:
+        return None
+    if source is None:
+        source = "lookup"
+    return SpecSettings(
+        source=source,  # type: ignore[arg-type]
+        n_max=args.spec_n_max if args.spec_n_max is not None else 8,
+        n_min=args.spec_n_min,
+        p_min=args.spec_p_min if args.spec_p_min is not None else 0.0,
+        adaptive=args.adaptive,
+    )
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    try:
+        sampling = SamplingParams(
+            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed
+        )
+        spec = spec_from_args(args)
+        messages: list[dict[str, str]] = []
+        if args.system:
+            messages.append({"role": "system", "content": args.system})
+        messages.append({"role": "user", "content": args.prompt})
+        request = GenerationRequest(
+            messages=None if args.raw else tuple(messages),
+            prompt=args.prompt if args.raw else None,
+            max_tokens=args.max_tokens,
+            sampling=sampling,
+            stop=tuple(args.stop),
+            speculative=spec,
+            pool=args.pool,
+        )
+    except ValueError as e:
+        print(f"dynadraft generate: {e}", file=sys.stderr)
+        return 2
+    config = EngineConfig(
+        model=args.model,
+        draft=args.draft,
+        n_ctx=args.ctx_size,
+        n_batch=args.batch_size,
+        n_threads=args.threads,
+        n_gpu_layers=args.gpu_layers,
+    )
+    try:
+        with Engine(config) as engine:
+            handle = engine.submit(request)
+            summary = None
+            for ev in handle.events():
+                if isinstance(ev, TextEvent) and not args.json:
+                    sys.stdout.write(ev.text)
+                    sys.stdout.flush()
+                elif isinstance(ev, DoneEvent):
+                    summary = ev.summary
+                elif isinstance(ev, StepEvent):
+                    pass
+    except EngineError as e:
+        print(f"dynadraft generate: {e}", file=sys.stderr)
+        return 1
+    assert summary is not None
+    if args.json:
+        print(json.dumps(summary.to_dict(), ensure_ascii=False))
+    else:
+        t = summary.timings
+        print(
+            f"\n\n[{summary.finish_reason}] prompt {t.prompt_n} tok ({t.prompt_per_second:.1f} tok/s,"
+            f" cache {t.cache_n})"
+            f" | gen {t.predicted_n} tok {t.predicted_per_second:.1f} tok/s | steps {summary.steps}"
+            f" | drafted {t.draft_n} accepted {t.draft_n_accepted} | {summary.settings.label()}",
+            file=sys.stderr,
+        )
+    return 0

@@ -1,0 +1,81 @@
+"""Who measured what: file hashes (cached), the active backend/device, and the calibration fingerprint of a session."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+
+from app.models.packaged import sha256_file
+from app.paths import get_paths
+from app.policy.fingerprint import Fingerprint
+
+
+def cached_sha256(path: str | Path) -> str:
+    """sha256 of a model file, remembered by (path, size, mtime) so a 1 GB model is hashed once, not every start."""
+    p = Path(path).resolve()
+    st = p.stat()
+    key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    cache_file = get_paths().cache / "sha256.json"
+    try:
+        known = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return str(known[key])
+    digest = sha256_file(p)
+    known[key] = digest
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache_file.with_name(cache_file.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(known))
+    os.replace(tmp, cache_file)
+    return digest
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def active_device(n_gpu_layers: int) -> tuple[str, str]:
+    """(backend, device name) that runs the model: the first GPU when layers are offloaded, else the CPU."""
+    if n_gpu_layers != 0:
+        try:
+            from app.models.runtime import list_devices
+
+            for dev in list_devices():
+                if dev.type in ("GPU", "IGPU"):
+                    return dev.backend.lower() or "gpu", dev.description or dev.name
+        except Exception:  # no registry: report the CPU, which is what will run
+            pass
+    return "cpu", cpu_name()
+
+
+def llama_build() -> str:
+    import llama_cpp
+
+    return f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')}"
+
+
+def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
+    """The calibration fingerprint of a loaded Session (target/draft hashes, device, context settings)."""
+    cfg = session.config
+    backend, device = active_device(cfg.n_gpu_layers)
+    return Fingerprint(
+        target_sha256=cached_sha256(cfg.model),
+        draft_name=Path(cfg.draft).name if cfg.draft else None,
+        draft_sha256=cached_sha256(cfg.draft) if cfg.draft else None,
+        backend=backend,
+        device=device,
+        llama_build=llama_build(),
+        n_ctx=session.ctx.n_ctx,
+        n_gpu_layers=cfg.n_gpu_layers,
+        n_threads=session.ctx.n_threads,
+        flash_attn=cfg.flash_attn,
+    )

@@ -1,0 +1,136 @@
+"""Sampling maths on raw logits: penalties, top-k, top-p, min-p, temperature, greedy and seeded draws (pure numpy).
+
+The order follows llama.cpp's default sampler chain (penalties -> top-k -> top-p -> min-p -> temperature -> draw),
+so users get the behaviour they know from llama.cpp. The full processed distribution is returned as an array
+because exact speculative verification needs p(x) for any token, not just a sample.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# Exact top-p needs a sort of the vocabulary (~150k entries, several ms). Almost always the nucleus lives in the
+# few hundred most likely tokens, so look there first and fall back to the full sort only when it does not.
+_TOP_P_PREFILTER = 1024
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """The sampling knobs of llama.cpp and the OpenAI API; temperature <= 0 means greedy."""
+
+    temperature: float = 0.0
+    top_k: int = 0  # 0: off
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repeat_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repeat_last_n: int = 64
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.temperature <= 100.0):
+            raise ValueError("temperature must be in [0, 100]")
+        if self.top_k < 0:
+            raise ValueError("top_k must be >= 0")
+        if not (0.0 < self.top_p <= 1.0):
+            raise ValueError("top_p must be in (0, 1]")
+        if not (0.0 <= self.min_p <= 1.0):
+            raise ValueError("min_p must be in [0, 1]")
+        if not (0.0 < self.repeat_penalty <= 10.0):
+            raise ValueError("repeat_penalty must be in (0, 10]")
+        if not (-2.0 <= self.presence_penalty <= 2.0) or not (-2.0 <= self.frequency_penalty <= 2.0):
+            raise ValueError("presence_penalty and frequency_penalty must be in [-2, 2]")
+        if self.repeat_last_n < 0:
+            raise ValueError("repeat_last_n must be >= 0")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    @property
+    def has_penalties(self) -> bool:
+        return self.repeat_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+
+
+def apply_penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
+    """Repetition, presence and frequency penalties over the last `repeat_last_n` tokens (returns a new array)."""
+    out = np.array(logits, dtype=np.float32, copy=True)
+    if not params.has_penalties or params.repeat_last_n == 0 or not history:
+        return out
+    window = history[-params.repeat_last_n :]
+    counts = Counter(t for t in window if 0 <= t < out.shape[0])
+    if not counts:
+        return out
+    ids = np.fromiter(counts.keys(), dtype=np.int64)
+    cnt = np.fromiter(counts.values(), dtype=np.float32)
+    vals: np.ndarray = out[ids]
+    if params.repeat_penalty != 1.0:
+        vals = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
+    vals = vals - cnt * params.frequency_penalty - params.presence_penalty
+    out[ids] = vals
+    return out
+
+
+def greedy_token(logits: np.ndarray, params: SamplingParams | None = None, history: Sequence[int] = ()) -> int:
+    if params is not None and params.has_penalties:
+        logits = apply_penalties(logits, params, history)
+    return int(np.argmax(logits))
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    m = np.max(x)
+    e = np.exp((x - m).astype(np.float64))
+    return e / e.sum()
+
+
+def distribution(logits: np.ndarray, params: SamplingParams, history: Sequence[int] = ()) -> np.ndarray:
+    """The exact probability vector (float64, sums to 1) that a draw with `params` samples from.
+
+    Greedy parameters give a one-hot vector at the argmax.
+    """
+    z = apply_penalties(logits, params, history)
+    n = z.shape[0]
+    if params.greedy:
+        p = np.zeros(n, dtype=np.float64)
+        p[int(np.argmax(z))] = 1.0
+        return p
+    keep = np.ones(n, dtype=bool)
+    if 0 < params.top_k < n:
+        kth = np.argpartition(-z, params.top_k - 1)[: params.top_k]
+        keep[:] = False
+        keep[kth] = True
+    if params.top_p < 1.0:
+        keep &= _top_p_mask(z, keep, params.top_p)
+    if params.min_p > 0.0:
+        zm = np.where(keep, z, -np.inf)
+        keep &= zm >= (np.max(zm) + np.log(params.min_p))
+    zt = np.where(keep, z / params.temperature, -np.inf)
+    return _softmax(zt)
+
+
+def _top_p_mask(z: np.ndarray, keep: np.ndarray, top_p: float) -> np.ndarray:
+    """The smallest set of most likely tokens (among `keep`) whose T=1 probability mass reaches top_p."""
+    zk = np.where(keep, z, -np.inf)
+    p = _softmax(zk)
+    n = p.shape[0]
+    cand = np.argpartition(-p, _TOP_P_PREFILTER)[:_TOP_P_PREFILTER] if n > _TOP_P_PREFILTER else np.arange(n)
+    if p[cand].sum() < top_p:
+        cand = np.arange(n)
+    order = cand[np.argsort(-p[cand], kind="stable")]
+    csum = np.cumsum(p[order])
+    last = int(np.searchsorted(csum, top_p)) + 1  # include the token that crosses the threshold
+    mask = np.zeros(n, dtype=bool)
+    mask[order[: min(last, order.shape[0])]] = True
+    return mask
+
+
+def draw(p: np.ndarray, rng: np.random.Generator) -> int:
+    """One draw from probability vector `p` (need not be exactly normalised)."""
+    c = np.cumsum(p)
+    u = rng.random() * c[-1]
+    return int(min(np.searchsorted(c, u, side="right"), p.shape[0] - 1))

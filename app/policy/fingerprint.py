@@ -1,0 +1,57 @@
+"""The engine configuration a frontier table was measured on; a table applies only on an exact match."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Everything that changes measured tok/s enough to invalidate a calibration.
+
+    target_sha256: the target GGUF's sha256; draft_name / draft_sha256: the draft GGUF (None when no draft model);
+    backend: e.g. "cpu", "vulkan", "rocm"; device: the device name the backend reports; llama_build: the llama.cpp
+    build (commit or llama-cpp-python version); n_ctx, n_gpu_layers, n_threads, flash_attn: the context settings.
+    """
+
+    target_sha256: str
+    draft_name: str | None
+    draft_sha256: str | None
+    backend: str
+    device: str
+    llama_build: str
+    n_ctx: int
+    n_gpu_layers: int
+    n_threads: int
+    flash_attn: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fingerprint:
+        """Parse strictly: every field present, no extras, basic types checked (a table file may be hand-edited)."""
+        if not isinstance(data, dict):
+            raise ValueError("fingerprint must be an object")
+        names = [f.name for f in fields(cls)]
+        missing = [n for n in names if n not in data]
+        extra = sorted(set(data) - set(names))
+        if missing or extra:
+            raise ValueError(f"fingerprint fields: missing {missing}, unknown {extra}")
+        for n in ("target_sha256", "backend", "device", "llama_build"):
+            if not isinstance(data[n], str):
+                raise ValueError(f"fingerprint.{n} must be a string")
+        for n in ("draft_name", "draft_sha256"):
+            if data[n] is not None and not isinstance(data[n], str):
+                raise ValueError(f"fingerprint.{n} must be a string or null")
+        for n in ("n_ctx", "n_gpu_layers", "n_threads"):
+            if not isinstance(data[n], int) or isinstance(data[n], bool):
+                raise ValueError(f"fingerprint.{n} must be an integer")
+        if not isinstance(data["flash_attn"], bool):
+            raise ValueError("fingerprint.flash_attn must be a boolean")
+        return cls(**data)
+
+    def differences(self, other: Fingerprint) -> list[str]:
+        """Names of the fields that differ, for a visible `stale_table` explanation."""
+        return [f.name for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]

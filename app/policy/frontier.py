@@ -1,0 +1,131 @@
+"""Pure selection maths over a frontier table: the best static setting, the noise margin, the per-range choice.
+
+Rules (the engine-facing policy precomputes these once per table and caps):
+
+* Best static: among settings measured *and safe* in every calibrated range, the highest geometric mean of
+  median tok/s over the ranges. Geometric, so each context counts equally in relative terms; an arithmetic
+  mean would let short contexts (highest tok/s) dominate. A setting missing or unsafe anywhere is not eligible:
+  "static" means it can be held fixed at every context.
+* Noise margin of row R against the static row S in the same range:
+  ``max(R.spread, S.spread, min_gain * S.median)``. Spreads are IQRs of the repeats; for normal noise the IQR is
+  ~1.35 sigma, while the difference of two medians of 3-5 repeats has a standard error of ~0.75-0.95 sigma, so a
+  gain above the larger IQR is ~1.4-1.8 standard errors: unlikely to be noise. Sample IQRs from so few repeats
+  are themselves noisy (and 0 for one repeat), hence the relative floor (default 1%), which also ignores gains
+  too small to matter.
+* Per-range choice: among safe rows whose median beats the static row by more than their margin, the fastest;
+  if there is none, the static setting. So DD is never measured slower than best static in any calibrated range.
+  Exact ties in median prefer the shallower draft (less work), then the label, so results are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from app.policy.stats import geomean
+from app.policy.table import FrontierRow, FrontierTable
+from app.speculative.settings import PLAIN, SpecSettings
+
+DEFAULT_MIN_GAIN = 0.01
+"""Relative floor of the noise margin: a row must beat static by more than 1% (and more than both IQRs)."""
+
+Allowed = Callable[[SpecSettings], bool]
+
+
+def _all(_: SpecSettings) -> bool:
+    return True
+
+
+def _speed_key(row: FrontierRow) -> tuple[float, int, str]:
+    return (-row.median_tps, row.setting.n_max, row.setting.label())
+
+
+@dataclass(frozen=True)
+class StaticChoice:
+    """The best static setting and its aggregate: geometric mean of median tok/s over all calibrated ranges."""
+
+    setting: SpecSettings
+    geomean_tps: float
+
+
+@dataclass(frozen=True)
+class RangeChoice:
+    """What DD selects in one calibrated range, and the evidence.
+
+    reason: "table_row" when the fastest eligible row is selected (possibly the static setting itself),
+    "fallback_static" when a faster row existed but did not clear the noise margin.
+    """
+
+    ctx_lo: int
+    ctx_hi: int
+    selected: SpecSettings
+    reason: Literal["table_row", "fallback_static"]
+    selected_row: FrontierRow | None
+    static_row: FrontierRow | None
+    fastest_row: FrontierRow | None
+    margin_tps: float
+
+    @property
+    def is_static(self) -> bool:
+        return self.static_row is not None and self.selected == self.static_row.setting
+
+
+def noise_margin(row: FrontierRow, static_row: FrontierRow, min_gain: float = DEFAULT_MIN_GAIN) -> float:
+    """How much faster than the static row `row` must be (tok/s) before DD trusts the difference."""
+    return max(row.spread_tps, static_row.spread_tps, min_gain * static_row.median_tps)
+
+
+def best_static(table: FrontierTable, allowed: Allowed = _all) -> StaticChoice | None:
+    """The one setting that, held fixed at every calibrated range, does best overall (None if none qualifies)."""
+    n_ranges = len(table.ranges)
+    per_setting: dict[SpecSettings, list[float]] = {}
+    for r in table.rows:
+        if r.safe and allowed(r.setting):
+            per_setting.setdefault(r.setting, []).append(r.median_tps)
+    scored = [(geomean(v), s) for s, v in per_setting.items() if len(v) == n_ranges]
+    if not scored:
+        return None
+    score, setting = min(scored, key=lambda t: (-t[0], t[1].n_max, t[1].label()))
+    return StaticChoice(setting=setting, geomean_tps=score)
+
+
+def choose_in_range(
+    rows: list[FrontierRow],
+    ctx: tuple[int, int],
+    static: SpecSettings | None,
+    min_gain: float = DEFAULT_MIN_GAIN,
+    allowed: Allowed = _all,
+) -> RangeChoice:
+    """Apply the per-range rule to the rows of one range (see the module docstring)."""
+    safe = sorted((r for r in rows if r.safe and allowed(r.setting)), key=_speed_key)
+    fastest = safe[0] if safe else None
+    static_row = next((r for r in safe if r.setting == static), None) if static is not None else None
+    if static_row is None:
+        # No static baseline (no setting is safe in every range under these caps): take the fastest safe row here;
+        # if nothing here is safe, plain decoding, the engine's baseline, which needs no draft allocation.
+        if fastest is not None:
+            return RangeChoice(ctx[0], ctx[1], fastest.setting, "table_row", fastest, None, fastest, 0.0)
+        plain_row = next((r for r in rows if r.setting == PLAIN and r.safe), None)
+        return RangeChoice(ctx[0], ctx[1], PLAIN, "fallback_static", plain_row, None, None, 0.0)
+    for r in safe:
+        if r is static_row:
+            break  # every remaining row is no faster than static
+        margin = noise_margin(r, static_row, min_gain)
+        if r.median_tps - static_row.median_tps > margin:
+            return RangeChoice(ctx[0], ctx[1], r.setting, "table_row", r, static_row, fastest, margin)
+    reason: Literal["table_row", "fallback_static"] = "table_row" if fastest is static_row else "fallback_static"
+    margin = noise_margin(fastest, static_row, min_gain) if fastest is not None else 0.0
+    return RangeChoice(ctx[0], ctx[1], static_row.setting, reason, static_row, static_row, fastest, margin)
+
+
+def frontier_choices(
+    table: FrontierTable, min_gain: float = DEFAULT_MIN_GAIN, allowed: Allowed = _all
+) -> tuple[StaticChoice | None, list[RangeChoice]]:
+    """The best static setting and the DD choice for every calibrated range, in range order."""
+    static = best_static(table, allowed)
+    by_range: dict[tuple[int, int], list[FrontierRow]] = {}
+    for r in table.rows:
+        by_range.setdefault(r.context, []).append(r)
+    setting = static.setting if static else None
+    return static, [choose_in_range(by_range[c], c, setting, min_gain, allowed) for c in table.ranges]

@@ -1,0 +1,126 @@
+"""Static-vs-Dynamic-Draft comparison rows for a frontier table, with Markdown and CSV renderers.
+
+One row per calibrated range: the fixed static setting's measured tok/s next to what DD selects there, in the
+seed's shape (Context | Static fixed setting | Static TG | DD-selected setting | DD TG | Gain vs static).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+from app.policy.frontier import DEFAULT_MIN_GAIN, frontier_choices
+from app.policy.table import FrontierTable, normalize
+from app.speculative.settings import PLAIN, SpecSettings
+
+COLUMNS = ("Context", "Static fixed setting", "Static TG", "DD-selected setting", "DD TG", "Gain vs static")
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One calibrated range: static fixed setting vs the DD selection; tok/s are None where not measured/safe.
+
+    gain: dd_tps / static_tps - 1, None when either is missing; tie: DD selects the fixed setting itself.
+    """
+
+    ctx_lo: int
+    ctx_hi: int
+    context: str
+    static_setting: SpecSettings
+    static_tps: float | None
+    dd_setting: SpecSettings
+    dd_tps: float | None
+    gain: float | None
+    tie: bool
+
+    @property
+    def gain_label(self) -> str:
+        if self.tie:
+            return "tie"
+        return "n/a" if self.gain is None else f"{self.gain * 100:+.1f}%"
+
+
+def context_label(ctx_lo: int, ctx_hi: int, prompt_tokens: int | None) -> str:
+    """Label a range: "64k" for an exact multiple of 1024 tokens, "~4k" for 3946, else the range itself."""
+    if prompt_tokens is None:
+        return f"{ctx_lo}-{ctx_hi - 1}"
+    if prompt_tokens < 1024:
+        return str(prompt_tokens)
+    if prompt_tokens % 1024 == 0:
+        return f"{prompt_tokens // 1024}k"
+    return f"~{round(prompt_tokens / 1024)}k"
+
+
+def comparison_rows(
+    table: FrontierTable, fixed: SpecSettings | None = None, min_gain: float = DEFAULT_MIN_GAIN
+) -> list[ComparisonRow]:
+    """The comparison per calibrated range; `fixed` defaults to the table's best static setting (else plain)."""
+    static, choices = frontier_choices(table, min_gain)
+    fixed_setting = normalize(fixed) if fixed is not None else (static.setting if static else PLAIN)
+    out: list[ComparisonRow] = []
+    for c in choices:
+        rows = table.rows_in((c.ctx_lo, c.ctx_hi))
+        by_setting = {r.setting: r for r in rows if r.safe}
+        fixed_row = by_setting.get(fixed_setting)
+        dd_row = by_setting.get(c.selected)
+        points = [r.prompt_tokens for r in rows if r.prompt_tokens is not None]
+        point = max(set(points), key=points.count) if points else None
+        s_tps = fixed_row.median_tps if fixed_row else None
+        d_tps = dd_row.median_tps if dd_row else None
+        gain = d_tps / s_tps - 1.0 if s_tps and d_tps is not None else None
+        out.append(
+            ComparisonRow(
+                ctx_lo=c.ctx_lo,
+                ctx_hi=c.ctx_hi,
+                context=context_label(c.ctx_lo, c.ctx_hi, point),
+                static_setting=fixed_setting,
+                static_tps=s_tps,
+                dd_setting=c.selected,
+                dd_tps=d_tps,
+                gain=gain,
+                tie=c.selected == fixed_setting,
+            )
+        )
+    return out
+
+
+def _tps(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f} tok/s"
+
+
+def to_markdown(rows: list[ComparisonRow]) -> str:
+    """A Markdown table in the seed's layout."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        cells = (
+            r.context,
+            r.static_setting.label(),
+            _tps(r.static_tps),
+            r.dd_setting.label(),
+            _tps(r.dd_tps),
+            r.gain_label,
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(rows: list[ComparisonRow]) -> str:
+    """CSV with the seed's columns (numbers without units, gain in percent) plus the range bounds."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow((*COLUMNS, "ctx_lo", "ctx_hi"))
+    for r in rows:
+        w.writerow(
+            (
+                r.context,
+                r.static_setting.label(),
+                "" if r.static_tps is None else f"{r.static_tps:.2f}",
+                r.dd_setting.label(),
+                "" if r.dd_tps is None else f"{r.dd_tps:.2f}",
+                "tie" if r.tie else ("" if r.gain is None else f"{r.gain * 100:.1f}"),
+                r.ctx_lo,
+                r.ctx_hi,
+            )
+        )
+    return buf.getvalue()

@@ -1,0 +1,1 @@
+"""The local OpenAI-compatible HTTP endpoint: wire schemas, adapters and routes (no Qt)."""

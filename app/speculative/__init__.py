@@ -1,0 +1,1 @@
+"""Draft sources, verification, adaptive draft length, source selection and telemetry (no Qt)."""

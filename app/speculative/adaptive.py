@@ -1,0 +1,197 @@
+"""Adaptive draft length and per-step draft-source selection, driven by measured acceptance and measured cost.
+
+Both layers optimise the same quantity: expected tokens emitted per millisecond of a step. For a draft of length k
+with conditional acceptance a_i at position i (the chance token i is accepted given the earlier ones were), a step
+emits E(k) = 1 + sum_{j<=k} prod_{i<=j} a_i tokens (the target always adds one of its own) and costs
+draft_ms(k) + verify_ms(k). Acceptance is tracked per position as an exponential moving average (EMA) — the
+"EMA of per-position acceptance" design — so the length follows acceptance within a few steps when the text turns
+from boilerplate to free prose. The costs are measured too, per verify batch size, so the same code pays for depth
+on a GPU (where verifying 8 tokens costs little more than 1) and refuses it on a small CPU (where it costs ~8x).
+Inside a draft, the draft model's own p_min confidence stop still applies; the controller sets the ceiling.
+
+The source pool treats each source (draft model, prompt lookup, none) as an arm of a bandit whose reward is that
+tokens-per-ms estimate, and picks with an upper confidence bound (UCB1-style) so a source that looked bad early is
+still retried now and then.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+EMA_ALPHA = 0.15  # ~7-step memory: fast enough to follow a change of content, slow enough to ignore one miss
+PRIOR_ACCEPT = 0.6  # optimistic start so depth gets tried before evidence exists
+MAX_POSITIONS = 64
+
+
+@dataclass
+class CostModel:
+    """Measured milliseconds: verify time per batch size, and draft time per drafted token (EMAs)."""
+
+    verify_ms: dict[int, float] = field(default_factory=dict)  # batch size (1 + drafted) -> EMA ms
+    draft_ms_per_token: float | None = None
+    prior_verify_growth: float = 0.25  # before measuring, assume each extra verified token costs +25% of one
+
+    def observe(self, drafted: int, draft_ms: float, verify_ms: float) -> None:
+        b = drafted + 1
+        old = self.verify_ms.get(b)
+        self.verify_ms[b] = verify_ms if old is None else old + EMA_ALPHA * (verify_ms - old)
+        if drafted > 0:
+            per = draft_ms / drafted
+            d = self.draft_ms_per_token
+            self.draft_ms_per_token = per if d is None else d + EMA_ALPHA * (per - d)
+
+    def verify(self, k: int) -> float:
+        """Estimated verify ms for a draft of k tokens: measured, else interpolated, else the prior."""
+        b = k + 1
+        if b in self.verify_ms:
+            return self.verify_ms[b]
+        known = sorted(self.verify_ms)
+        if not known:
+            return 1.0 + self.prior_verify_growth * k
+        lo = [x for x in known if x < b]
+        hi = [x for x in known if x > b]
+        if lo and hi:
+            x0, x1 = lo[-1], hi[0]
+            y0, y1 = self.verify_ms[x0], self.verify_ms[x1]
+            return y0 + (y1 - y0) * (b - x0) / (x1 - x0)
+        base = self.verify_ms[known[0]]
+        if len(known) >= 2:  # extrapolate with the measured slope, never below flat
+            x0, x1 = known[-2], known[-1]
+            slope = max(0.0, (self.verify_ms[x1] - self.verify_ms[x0]) / (x1 - x0))
+            return self.verify_ms[x1] + slope * (b - x1)
+        return base * (1.0 + self.prior_verify_growth * (b - known[0]))
+
+    def draft(self, k: int) -> float:
+        return 0.0 if k == 0 else k * (self.draft_ms_per_token if self.draft_ms_per_token is not None else 0.0)
+
+
+@dataclass
+class AcceptanceModel:
+    """EMA of conditional acceptance per draft position."""
+
+    rates: list[float] = field(default_factory=lambda: [PRIOR_ACCEPT] * MAX_POSITIONS)
+    seen: list[bool] = field(default_factory=lambda: [False] * MAX_POSITIONS)
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        # Positions up to the first rejection were tested: accepted ones count 1, the rejected one 0.
+        for i in range(min(drafted, accepted + 1, MAX_POSITIONS)):
+            hit = 1.0 if i < accepted else 0.0
+            if not self.seen[i]:
+                # Start an untested position from its neighbour's estimate, not the prior (see rate()).
+                self.rates[i] = self.rate(i)
+                self.seen[i] = True
+            self.rates[i] += EMA_ALPHA * (hit - self.rates[i])
+
+    def rate(self, i: int) -> float:
+        """Conditional acceptance at position i; an untested position borrows the deepest tested one's estimate
+        (optimism under uncertainty: after five straight accepts, the sixth is likely too, so depth gets tried)."""
+        if self.seen[i] or i == 0:
+            return self.rates[i]
+        j = i - 1
+        while j > 0 and not self.seen[j]:
+            j -= 1
+        return self.rates[j]
+
+    def expected_tokens(self, k: int) -> float:
+        """1 (the target's own token) + expected accepted tokens of a k-token draft."""
+        total, run = 1.0, 1.0
+        for i in range(min(k, MAX_POSITIONS)):
+            run *= self.rate(i)
+            total += run
+        return total
+
+
+def best_length(acc: AcceptanceModel, cost: CostModel, n_min: int, n_max: int) -> int:
+    """The draft length in {0} ∪ [n_min, n_max] with the most expected tokens per ms."""
+    best_k, best_rate = 0, 1.0 / max(cost.verify(0), 1e-9)
+    for k in range(max(n_min, 1), n_max + 1):
+        rate = acc.expected_tokens(k) / max(cost.verify(k) + cost.draft(k), 1e-9)
+        if rate > best_rate * 1.0001:
+            best_k, best_rate = k, rate
+    return best_k
+
+
+class AdaptiveLength:
+    """Per-step draft length for one source: follows measured acceptance and cost within [n_min, n_max]."""
+
+    def __init__(self, n_min: int, n_max: int, cost: CostModel | None = None) -> None:
+        if not 0 <= n_min <= n_max:
+            raise ValueError("need 0 <= n_min <= n_max")
+        self.n_min, self.n_max = n_min, n_max
+        self.acceptance = AcceptanceModel()
+        self.cost = cost or CostModel()
+        self._since_probe = 0
+
+    def next_length(self) -> int:
+        k = best_length(self.acceptance, self.cost, self.n_min, self.n_max)
+        # At k = 0 nothing is observed, so the estimates would freeze; probe a short draft now and then.
+        self._since_probe = self._since_probe + 1 if k == 0 else 0
+        if k == 0 and self.n_max > 0 and self._since_probe >= 16:
+            self._since_probe = 0
+            return max(self.n_min, 1)
+        return k
+
+    def observe(self, drafted: int, accepted: int, draft_ms: float, verify_ms: float) -> None:
+        self.acceptance.observe(drafted, accepted)
+        self.cost.observe(drafted, draft_ms, verify_ms)
+
+
+@dataclass
+class _Arm:
+    length: AdaptiveLength
+    pulls: int = 0
+    reward: float = 0.0  # EMA of tokens emitted per ms on steps this arm was chosen
+
+
+class SourcePool:
+    """Chooses a draft source per step (and its length) to maximise tokens per ms, with UCB exploration.
+
+    "none" is always an arm: when neither drafting source pays, plain decoding wins the bandit.
+    """
+
+    def __init__(
+        self,
+        sources: list[str],
+        n_min: int,
+        n_max: int,
+        exploration: float = 0.3,
+        verify_ms: dict[int, float] | None = None,
+    ) -> None:
+        shared_verify = CostModel()  # verify cost depends on batch size, not on who drafted
+        self.arms: dict[str, _Arm] = {}
+        for name in [*sources, "none"]:
+            if name in self.arms:
+                continue
+            cm = CostModel(verify_ms=shared_verify.verify_ms if verify_ms is None else verify_ms)
+            self.arms[name] = _Arm(AdaptiveLength(0, 0, cm) if name == "none" else AdaptiveLength(n_min, n_max, cm))
+        self.exploration = exploration
+        self.total = 0
+
+    def choose(self) -> tuple[str, int]:
+        """(source, draft length) for the next step."""
+        self.total += 1
+        for name, arm in self.arms.items():
+            if arm.pulls == 0:
+                return name, arm.length.next_length() if name != "none" else 0
+        scale = max(a.reward for a in self.arms.values()) or 1.0
+        best, best_score = "none", -math.inf
+        for name, arm in self.arms.items():
+            bonus = self.exploration * scale * math.sqrt(2.0 * math.log(self.total) / arm.pulls)
+            score = arm.reward + bonus
+            if score > best_score:
+                best, best_score = name, score
+        k = self.arms[best].length.next_length() if best != "none" else 0
+        return best, k
+
+    def observe(
+        self, source: str, drafted: int, accepted: int, emitted: int, draft_ms: float, verify_ms: float
+    ) -> None:
+        arm = self.arms[source]
+        arm.length.observe(drafted, accepted, draft_ms, verify_ms)
+        rate = emitted / max(draft_ms + verify_ms, 1e-6)
+        arm.reward = rate if arm.pulls == 0 else arm.reward + EMA_ALPHA * (rate - arm.reward)
+        arm.pulls += 1
+
+    def shares(self) -> dict[str, int]:
+        return {name: arm.pulls for name, arm in self.arms.items()}

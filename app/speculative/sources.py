@@ -1,0 +1,233 @@
+"""Draft sources behind one small interface: a second GGUF (draft model) and prompt n-gram lookup."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from app.engine.llama import Context, LlamaError, Model, common_prefix
+from app.engine.sampling import SamplingParams, distribution, draw
+
+# llama.cpp's own pairing rules (common/speculative.cpp): vocab sizes may differ by at most this much, and token
+# texts must agree from this id on (the first few ids are control tokens that families number differently).
+VOCAB_MAX_SIZE_DIFFERENCE = 128
+VOCAB_CHECK_START_TOKEN_ID = 5
+
+
+@dataclass
+class Draft:
+    """Tokens a source proposes after the committed history, with what the verifier needs to stay exact."""
+
+    source: str
+    tokens: list[int] = field(default_factory=list)
+    confidence: list[float] = field(default_factory=list)  # the draft's top-1 probability at each position
+    dists: list[np.ndarray | None] = field(default_factory=list)  # q each token was drawn from; None = point mass
+    draft_ms: float = 0.0
+
+
+class DraftSource(Protocol):
+    """Propose up to n_max tokens continuing `history`; `rollback` tells the source what was committed."""
+
+    name: str
+
+    def propose(
+        self,
+        history: Sequence[int],
+        n_max: int,
+        n_min: int,
+        p_min: float,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft: ...
+
+    def rollback(self, n_committed: int) -> None: ...
+
+    def reset(self) -> None: ...
+
+
+class IncompatibleDraft(ValueError):
+    """The draft model cannot draft for this target; the message says which llama.cpp rule failed."""
+
+
+def check_pair(target: Model, draft: Model) -> None:
+    """Raise IncompatibleDraft unless `draft` shares the target's vocabulary by llama.cpp's rules."""
+    tv, dv = target.vocab, draft.vocab
+    if tv.type != dv.type:
+        raise IncompatibleDraft(f"vocabulary types differ (target {tv.type}, draft {dv.type})")
+    if tv.add_bos != dv.add_bos or tv.add_eos != dv.add_eos or tv.bos != dv.bos or tv.eos != dv.eos:
+        raise IncompatibleDraft(
+            f"special tokens differ (target bos={tv.bos} add_bos={tv.add_bos} eos={tv.eos} add_eos={tv.add_eos}; "
+            f"draft bos={dv.bos} add_bos={dv.add_bos} eos={dv.eos} add_eos={dv.add_eos})"
+        )
+    if abs(tv.n_vocab - dv.n_vocab) > VOCAB_MAX_SIZE_DIFFERENCE:
+        raise IncompatibleDraft(
+            f"vocabulary sizes differ by more than {VOCAB_MAX_SIZE_DIFFERENCE} "
+            f"(target {tv.n_vocab}, draft {dv.n_vocab})"
+        )
+    for i in range(VOCAB_CHECK_START_TOKEN_ID, min(tv.n_vocab, dv.n_vocab)):
+        if tv.text(i) != dv.text(i):
+            raise IncompatibleDraft(f"token {i} differs: target {tv.text(i)!r}, draft {dv.text(i)!r}")
+
+
+def _top1_probability(logits: np.ndarray) -> tuple[int, float]:
+    tok = int(np.argmax(logits))
+    z = logits.astype(np.float32, copy=False)
+    denom = float(np.exp(z - z[tok]).sum())
+    return tok, 1.0 / denom
+
+
+class DraftModelSource:
+    """A second GGUF with the same vocabulary, in its own context and KV cache.
+
+    Greedy top-1 drafting (T = 0) stops when the top-1 probability falls below p_min or at n_max. At T > 0 it
+    draws from its own processed distribution q (same knobs as the target, without penalties) and hands q to the
+    verifier for exact rejection sampling. A draft shorter than n_min is dropped.
+    """
+
+    name = "draft"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def _sync(self, history: Sequence[int]) -> None:
+        """Make the draft KV hold history[:-1] and decode history[-1] so its logits are fresh."""
+        ctx = self.ctx
+        keep = min(common_prefix(ctx.tokens, history), len(history) - 1)
+        if not ctx.truncate(keep):
+            ctx.clear()  # recurrent memory: no partial removal, so re-prefill from scratch (correct, slower)
+        ctx.prefill(history[len(ctx.tokens) :])
+
+    def propose(
+        self,
+        history: Sequence[int],
+        n_max: int,
+        n_min: int,
+        p_min: float,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        t0 = time.perf_counter()
+        out = Draft(self.name)
+        room = self.ctx.n_ctx - len(history)
+        n_max = min(n_max, room)
+        if n_max <= 0 or not history:
+            return out
+        self._sync(history)
+        draft_params = SamplingParams(
+            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p
+        )
+        while True:
+            logits = self.ctx.logits(-1)
+            if sampling.greedy:
+                tok, conf = _top1_probability(logits)
+                q = None
+            else:
+                q = distribution(logits, draft_params)
+                conf = float(q.max())
+                tok = draw(q, rng)
+            if conf < p_min:
+                break
+            out.tokens.append(tok)
+            out.confidence.append(conf)
+            out.dists.append(q)
+            if len(out.tokens) >= n_max:
+                break
+            self.ctx.decode([tok])
+        if len(out.tokens) < max(n_min, 1):
+            out.tokens, out.confidence, out.dists = [], [], []
+        out.draft_ms = (time.perf_counter() - t0) * 1000.0
+        return out
+
+    def rollback(self, n_committed: int) -> None:
+        if not self.ctx.truncate(n_committed):
+            self.ctx.clear()
+
+    def reset(self) -> None:
+        """Nothing to forget: the KV cache is reused across requests through the common prefix."""
+
+
+class PromptLookupSource:
+    """Prompt-lookup drafting: find the latest earlier occurrence of the last n tokens and propose what followed.
+
+    Several n-gram sizes are tried, longest first, so a long exact match (copy-heavy text) wins over a short one.
+    The index is updated incrementally as the history grows and rebuilt when it changes underneath.
+    """
+
+    name = "lookup"
+
+    def __init__(self, ngram_max: int = 4, ngram_min: int = 1) -> None:
+        if not 1 <= ngram_min <= ngram_max:
+            raise ValueError("need 1 <= ngram_min <= ngram_max")
+        self.sizes = tuple(range(ngram_max, ngram_min - 1, -1))
+        self._indexed: list[int] = []
+        # n -> n-gram -> position right after its latest occurrence that has a continuation
+        self._index: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in self.sizes}
+
+    def _update(self, history: Sequence[int]) -> None:
+        n_old = len(self._indexed)
+        if n_old > len(history) or list(history[:n_old]) != self._indexed:
+            self._indexed = []
+            self._index = {n: {} for n in self.sizes}
+            n_old = 0
+        h = list(history)
+        for end in range(max(n_old, 1), len(h)):  # an n-gram ending before `end` is followed by h[end]
+            for n in self.sizes:
+                if end >= n:
+                    self._index[n][tuple(h[end - n : end])] = end
+        self._indexed = h
+
+    def propose(
+        self,
+        history: Sequence[int],
+        n_max: int,
+        n_min: int,
+        p_min: float,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        t0 = time.perf_counter()
+        out = Draft(self.name)
+        if n_max <= 0:
+            return out
+        self._update(history)
+        h = self._indexed
+        for n in self.sizes:
+            if len(h) <= n:
+                continue
+            start = self._index[n].get(tuple(h[-n:]))
+            if start is not None and start < len(h):
+                cont = h[start : start + n_max]
+                if len(cont) >= max(n_min, 1):
+                    out.tokens = list(cont)
+                    out.confidence = [1.0] * len(cont)
+                    out.dists = [None] * len(cont)
+                break
+        out.draft_ms = (time.perf_counter() - t0) * 1000.0
+        return out
+
+    def rollback(self, n_committed: int) -> None:
+        """Stateless beyond the index, which resynchronises itself from the history."""
+
+    def reset(self) -> None:
+        self._indexed = []
+        self._index = {n: {} for n in self.sizes}
+
+
+def load_draft_model(target: Model, path: str, ctx_params, model_params=None) -> tuple[Model, Context]:
+    """Load a draft GGUF, check it pairs with `target`, and give it its own context."""
+    draft = Model(path, model_params)
+    try:
+        check_pair(target, draft)
+    except IncompatibleDraft:
+        draft.close()
+        raise
+    try:
+        ctx = Context(draft, ctx_params)
+    except LlamaError:
+        draft.close()
+        raise
+    return draft, ctx

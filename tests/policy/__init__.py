@@ -1,0 +1,1 @@
+"""Tests for the pure Dynamic Draft policy package (app.policy)."""

@@ -1,0 +1,87 @@
+"""Adaptive draft length and the source pool on synthetic telemetry (pure, fast)."""
+
+from __future__ import annotations
+
+import random
+
+from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+
+# ms by verify batch size: a cheap verify, shaped like the 1.5B on an H200 (../shared/MODELS.md: 8 tokens ~1.84x one)
+GPU_VERIFY = dict(enumerate([2.8, 2.9, 3.2, 3.5, 3.9, 4.3, 4.7, 5.2, 5.6], start=1))
+CPU_VERIFY = {b: 64.0 * b for b in range(1, 18)}  # a verify of b tokens costs b single decodes (2-core CPU)
+
+
+def _drive(
+    ctl: AdaptiveLength, steps: int, accept_all: bool, verify: dict[int, float], draft_ms_tok: float
+) -> list[int]:
+    lengths = []
+    for _ in range(steps):
+        k = ctl.next_length()
+        assert ctl.n_min <= k <= ctl.n_max or k == 0
+        lengths.append(k)
+        acc = k if accept_all else 0
+        ctl.observe(k, acc, draft_ms_tok * k, verify.get(k + 1, verify[max(verify)]))
+    return lengths
+
+
+def test_sustained_full_acceptance_grows_to_the_cap_when_verify_is_cheap() -> None:
+    ctl = AdaptiveLength(0, 8)
+    lengths = _drive(ctl, 60, True, GPU_VERIFY, draft_ms_tok=0.05)
+    assert lengths[-10:] == [8] * 10
+
+
+def test_sustained_rejection_shrinks_to_off() -> None:
+    ctl = AdaptiveLength(0, 8)
+    lengths = _drive(ctl, 60, False, GPU_VERIFY, draft_ms_tok=0.05)
+    assert lengths[-15:].count(0) >= 14  # off, apart from a rare probe
+
+
+def test_rejection_with_a_floor_stays_at_n_min_or_off() -> None:
+    ctl = AdaptiveLength(2, 8)
+    lengths = _drive(ctl, 60, False, GPU_VERIFY, draft_ms_tok=0.05)
+    assert all(k == 0 or 2 <= k <= 8 for k in lengths)
+    assert set(lengths[-10:]) <= {0, 2}
+
+
+def test_on_a_cpu_cost_curve_even_full_acceptance_does_not_pay_much_depth() -> None:
+    # Each verified token costs a full decode and the draft costs half of one: drafting cannot win.
+    ctl = AdaptiveLength(0, 8)
+    lengths = _drive(ctl, 60, True, CPU_VERIFY, draft_ms_tok=35.0)
+    assert lengths[-10:].count(0) >= 9
+
+
+def test_cost_model_interpolates_and_extrapolates() -> None:
+    cm = CostModel()
+    assert cm.verify(3) > cm.verify(0)  # the prior charges some cost for depth
+    cm.observe(0, 0.0, 10.0)
+    cm.observe(4, 4.0, 20.0)
+    assert abs(cm.verify(2) - 15.0) < 1e-9
+    assert cm.verify(8) > 20.0
+
+
+def _pool_run(rates: dict[str, tuple[float, float]], steps: int, seed: int) -> dict[str, int]:
+    """rates[source] = (acceptance per position, draft ms per token); verify cost GPU-like."""
+    rng = random.Random(seed)
+    pool = SourcePool([s for s in rates if s != "none"], 0, 8)
+    for _ in range(steps):
+        name, k = pool.choose()
+        if name == "none":
+            pool.observe("none", 0, 0, 1, 0.0, 2.8)
+            continue
+        acc_p, dms = rates[name]
+        acc = 0
+        while acc < k and rng.random() < acc_p:
+            acc += 1
+        pool.observe(name, k, acc, acc + 1, dms * k, GPU_VERIFY.get(k + 1, 5.2))
+    return pool.shares()
+
+
+def test_pool_converges_to_the_better_source_and_still_explores() -> None:
+    shares = _pool_run({"draft": (0.5, 1.5), "lookup": (0.95, 0.01)}, 400, seed=1)
+    assert shares["lookup"] > 0.7 * 400
+    assert shares["draft"] >= 3 and shares["none"] >= 3  # exploration kept trying the others
+
+
+def test_pool_picks_plain_decoding_when_no_source_pays() -> None:
+    shares = _pool_run({"draft": (0.05, 3.0), "lookup": (0.02, 0.5)}, 400, seed=2)
+    assert shares["none"] > 0.5 * 400
