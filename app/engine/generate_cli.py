@@ -63,6 +63,7 @@ def run_generate(args: argparse.Namespace) -> int:
         n_batch=args.batch_size,
         n_threads=args.threads,
         n_gpu_layers=args.gpu_layers,
+        dynamic_draft=not args.no_dd,
     )
     try:
         with Engine(config) as engine:

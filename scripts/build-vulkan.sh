@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Build the llama-cpp-python wheel with the Vulkan backend (ggml-vulkan), on Debian bookworm or newer.
+#
+# Usage: scripts/build-vulkan.sh [VENV]
+#   VENV (default: $DYNADRAFT_VK_VENV or .venv) gets the wheel installed; pass a separate folder (e.g. /work/vk-venv)
+#   to keep a CPU environment untouched. Set DYNADRAFT_VK_NO_INSTALL=1 to only build the wheel.
+#
+# What it does (each step is skipped when its result already exists, so running it again is cheap):
+#  1. apt-get installs bookworm's glslc (shader compiler), libvulkan-dev (loader) and mesa-vulkan-drivers
+#     (lavapipe, a CPU Vulkan device used by the tests) when they are missing and we are root.
+#  2. Bookworm's Vulkan headers (1.3.239) are too old for the pinned llama.cpp's ggml-vulkan (vk::LayerSettingEXT is
+#     missing), so it fetches Debian trixie's libvulkan-dev and spirv-headers .debs with `apt-get download` (a trixie
+#     source list given to that command only; the system's sources are not changed) and unpacks them with `dpkg -x`
+#     into a side folder ($DYNADRAFT_VK_SIDE, default ~/.cache/dynadraft-vulkan-headers). Only headers and CMake
+#     files are used from it; the loader library linked and loaded at run time stays the system's libvulkan1.
+#  3. Builds the wheel with the same CPU flags as scripts/setup.sh (GGML_NATIVE=OFF: -march=native died with SIGILL
+#     on AMX here) plus -DGGML_VULKAN=ON and the side folder's include/CMake paths, into the same cache folder that
+#     `DYNADRAFT_LLAMA_BACKEND=vulkan DYNADRAFT_VULKAN_CMAKE_ARGS=... scripts/setup.sh` would use
+#     (~/.cache/dynadraft-wheels/vulkan-<hash of the flags>/), so setup.sh reuses it. ~14 minutes on 2 cores.
+#  4. Installs the wheel into VENV (--force-reinstall --no-deps) and prints the Vulkan devices ggml sees.
+#
+# Lavapipe is a CPU-type Vulkan device that ggml ignores unless GGML_VK_VISIBLE_DEVICES=0 (its index) is set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PYTHON:-python3}
+VENV=${1:-${DYNADRAFT_VK_VENV:-$ROOT/.venv}}
+LLAMA_VERSION=0.3.36
+SIDE=${DYNADRAFT_VK_SIDE:-$HOME/.cache/dynadraft-vulkan-headers}
+TRIXIE_MIRROR=${DYNADRAFT_TRIXIE_MIRROR:-http://deb.debian.org/debian}
+
+# 1. system packages
+need=()
+command -v glslc >/dev/null 2>&1 || need+=(glslc)
+dpkg -s libvulkan-dev >/dev/null 2>&1 || need+=(libvulkan-dev)
+dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need+=(mesa-vulkan-drivers)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "[build-vulkan] apt-get install ${need[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "[build-vulkan] missing ${need[*]}; run: sudo apt-get install ${need[*]}" >&2; exit 1
+  fi
+fi
+
+# 2. newer Vulkan headers + SPIRV-Headers in a side folder
+if [ ! -f "$SIDE/usr/include/vulkan/vulkan.hpp" ] || [ ! -d "$SIDE/usr/share/cmake/SPIRV-Headers" ]; then
+  echo "[build-vulkan] fetching trixie libvulkan-dev + spirv-headers into $SIDE"
+  tmp=$(mktemp -d)
+  echo "deb $TRIXIE_MIRROR trixie main" > "$tmp/trixie.list"
+  mkdir -p "$tmp/lists/partial" "$tmp/debs"
+  APT=(-o Dir::Etc::sourcelist="$tmp/trixie.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$tmp/lists")
+  apt-get "${APT[@]}" update -qq
+  (cd "$tmp/debs" && apt-get "${APT[@]}" download libvulkan-dev spirv-headers >/dev/null)
+  rm -rf "$SIDE" && mkdir -p "$SIDE"
+  for d in "$tmp"/debs/*.deb; do dpkg -x "$d" "$SIDE"; done
+  rm -rf "$tmp"
+fi
+grep -q LayerSettingEXT "$SIDE/usr/include/vulkan/vulkan.hpp" "$SIDE"/usr/include/vulkan/vulkan_structs.hpp 2>/dev/null \
+  || { echo "[build-vulkan] $SIDE has no vk::LayerSettingEXT; headers too old?" >&2; exit 1; }
+
+# 3. the wheel (flags and cache key exactly as scripts/setup.sh computes them for BACKEND=vulkan)
+CPU_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DLLAVA_BUILD=OFF"
+export DYNADRAFT_VULKAN_CMAKE_ARGS="-DVulkan_INCLUDE_DIR=$SIDE/usr/include -DSPIRV-Headers_DIR=$SIDE/usr/share/cmake/SPIRV-Headers"
+LLAMA_CMAKE_ARGS="$CPU_FLAGS -DGGML_VULKAN=ON ${DYNADRAFT_VULKAN_CMAKE_ARGS:-}"
+KEY=$(printf '%s %s' "$LLAMA_VERSION" "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-16)
+WHEELS=${DYNADRAFT_WHEEL_CACHE:-$HOME/.cache/dynadraft-wheels}/vulkan-$KEY
+if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+  echo "[build-vulkan] building llama-cpp-python $LLAMA_VERSION (Vulkan) into $WHEELS; ~15 minutes on 2 cores"
+  mkdir -p "$WHEELS"
+  builder="$WHEELS/.build-venv"
+  [ -x "$builder/bin/python" ] || "$PY" -m venv "$builder"
+  "$builder/bin/python" -m pip install --quiet --upgrade pip
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)} \
+    "$builder/bin/python" -m pip wheel --no-deps --no-cache-dir --no-binary llama-cpp-python \
+    -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION"
+  rm -rf "$builder"
+fi
+WHEEL=$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -1)
+echo "[build-vulkan] wheel: $WHEEL"
+echo "[build-vulkan] for scripts/setup.sh: DYNADRAFT_LLAMA_BACKEND=vulkan DYNADRAFT_VULKAN_CMAKE_ARGS=\"$DYNADRAFT_VULKAN_CMAKE_ARGS\""
+
+# 4. install and show devices
+if [ "${DYNADRAFT_VK_NO_INSTALL:-0}" != 1 ]; then
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  # the wheel's runtime deps (numpy, typing-extensions, diskcache, jinja2) come from PyPI; llama-cpp-python itself
+  # must be the cached wheel, never a source build or another wheel.
+  "$VENV/bin/python" -m pip install --quiet --find-links "$WHEELS" --no-index --force-reinstall --no-deps "$WHEEL"
+  "$VENV/bin/python" -m pip install --quiet numpy typing-extensions diskcache jinja2
+  GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0} "$VENV/bin/python" - <<'EOF' || true
+import llama_cpp as L
+L.llama_backend_init()
+for i in range(L.ggml_backend_dev_count()):
+    d = L.ggml_backend_dev_get(i)
+    print("[build-vulkan] device", i, L.ggml_backend_dev_name(d).decode(), "|", L.ggml_backend_dev_description(d).decode())
+EOF
+fi
