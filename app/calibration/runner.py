@@ -1,0 +1,309 @@
+"""The calibration sweep: measure generation tok/s per (prompt length, draft setting) on this device, build the table.
+
+How a sweep stays inside its budget:
+- Prompts of successive lengths share one growing corpus prefix, so the prefix cache prefills each length only
+  incrementally (an 8k prefill of the 1.5B target alone takes ~4 minutes on a 2-core CPU) and repeats re-decode just
+  the last prompt token. The draft model's cache follows the same prefix.
+- Every candidate runs once per context; those clearly dominated there (below `prune_ratio` x the best) are dropped
+  before the repeats (one round of successive halving). Plain decoding is never dropped.
+- A context whose estimated cost no longer fits the budget is skipped; the table then covers fewer contexts.
+A row is safe only if the run finished and its greedy output equals plain decoding's, or first departs from it at a
+near-tie (app.speculative.exactness). The table is written once, at the end, atomically; a cancel writes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from app.engine.sampling import SamplingParams
+from app.engine.session import Session
+from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
+from app.policy.report import comparison_rows, to_csv, to_markdown
+from app.policy.store import TableStore
+from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
+from app.speculative.exactness import compare
+from app.speculative.settings import PLAIN, SpecSettings
+
+FIXED_BASELINE = SpecSettings(source="draft", n_max=2, p_min=0.0)  # the seed's fixed "n2,p0.0"
+INSTRUCTION = "\n\nSummarise the document above in a few detailed paragraphs, then list its main points."
+
+
+class CalibrationCancelled(Exception):
+    """The sweep was cancelled; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a sweep is: cell `done` of `total` (runs), estimated seconds left, and what runs now."""
+
+    done: int
+    total: int
+    eta_s: float
+    message: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a sweep measures."""
+
+    contexts: tuple[int, ...]
+    candidates: tuple[SpecSettings, ...]
+    gen_tokens: int
+    repeats: int
+    budget_s: float | None
+    prune_ratio: float = 0.8
+
+
+@dataclass
+class Result:
+    """The outcome: the table (saved unless `dry_run`), the report in three formats, and the raw runs."""
+
+    table: FrontierTable
+    markdown: str
+    csv: str
+    wall_s: float
+    saved_to: Path | None
+    skipped_contexts: list[int] = field(default_factory=list)
+    unsafe: list[str] = field(default_factory=list)
+
+
+def candidates(has_draft: bool, mode: str) -> tuple[SpecSettings, ...]:
+    """The settings grid. Plain decoding is always first; prompt lookup is always available."""
+    out: list[SpecSettings] = [PLAIN]
+    if has_draft:
+        if mode == "full":
+            out += [SpecSettings("draft", n, 0, p) for n in (1, 2, 3, 4, 6, 8) for p in (0.0, 0.25, 0.5, 0.75)]
+        else:
+            out += [SpecSettings("draft", n, 0, 0.0) for n in (1, 2, 3, 4, 6, 8)]
+            out += [SpecSettings("draft", n, 0, 0.5) for n in (4, 8)]
+        out += [SpecSettings("draft", 8, 0, 0.0, adaptive=True), SpecSettings("pool", 8, 0, 0.0)]
+    out += [SpecSettings("lookup", n, 0, 0.0) for n in ((4, 8) if mode == "quick" else (2, 4, 8))]
+    out.append(SpecSettings("lookup", 8, 0, 0.0, adaptive=True))
+    return tuple(out)
+
+
+def default_plan(session: Session, mode: str = "quick", budget_min: float | None = None) -> Plan:
+    gen = 48 if mode == "quick" else 2048
+    limit = session.ctx.n_ctx - gen - 64
+    points = (512, 1024, 2048, 4096) if mode == "quick" else (512, 1024, 2048, 4096, 8192, 16384, 32768)
+    contexts = tuple(c for c in points if c <= limit) or (max(64, limit),)
+    budget = budget_min * 60.0 if budget_min else (600.0 if mode == "quick" else None)
+    return Plan(
+        contexts=contexts,
+        candidates=candidates("draft" in session.sources, mode),
+        gen_tokens=gen,
+        repeats=2 if mode == "quick" else 3,
+        budget_s=budget,
+    )
+
+
+def corpus_text() -> str:
+    """The shipped calibration corpus: prose and code, joined so one document mixes both (like real chats)."""
+    root = resources.files("app.calibration") / "corpus"
+    parts = [(root / name).read_text(encoding="utf-8") for name in ("prose.txt", "code.txt")]
+    return "\n\n".join(parts)
+
+
+def build_messages(session: Session, target_tokens: int, corpus: str) -> tuple[tuple[dict[str, str], ...], int]:
+    """Messages whose templated prompt has (as nearly as tokenization allows) `target_tokens` tokens.
+
+    Longer prompts extend the same document, so consecutive contexts share their prefix in the KV cache.
+    """
+    vocab = session.model.vocab
+    doc = vocab.tokenize(corpus, add_special=False, parse_special=False)
+    while len(doc) < target_tokens + 64:  # a long context cycles the corpus
+        doc = doc + doc
+
+    def make(n: int) -> tuple[tuple[dict[str, str], ...], int]:
+        msgs = ({"role": "user", "content": vocab.detokenize(doc[:n]) + INSTRUCTION},)
+        return msgs, len(session.format_prompt(GenerationRequest(messages=msgs)))
+
+    overhead = make(1)[1] - 1
+    n = max(1, target_tokens - overhead)
+    msgs, got = make(n)
+    for _ in range(4):  # detokenize/retokenize is not exactly length-preserving: correct a few times
+        if got == target_tokens:
+            break
+        n = max(1, n + (target_tokens - got))
+        msgs, got = make(n)
+    return msgs, got
+
+
+def _run_once(
+    session: Session,
+    messages: tuple[dict[str, str], ...],
+    setting: SpecSettings,
+    gen_tokens: int,
+    cancel: threading.Event | None,
+    margins: bool = False,
+) -> GenerationSummary:
+    req = GenerationRequest(
+        messages=messages,
+        max_tokens=gen_tokens,
+        sampling=SamplingParams(temperature=0.0),
+        speculative=setting,
+        collect_margins=margins,
+    )
+    summary = None
+    for ev in session.generate(req, cancel):
+        if isinstance(ev, DoneEvent):
+            summary = ev.summary
+    assert summary is not None
+    if summary.finish_reason == "cancelled":
+        raise CalibrationCancelled()
+    return summary
+
+
+def run_calibration(
+    session: Session,
+    plan: Plan,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+    store: TableStore | None = None,
+    dry_run: bool = False,
+) -> Result:
+    """Run the sweep on the engine thread's session; returns the result and (unless dry_run) saves the table."""
+    from app.engine.identity import session_fingerprint
+
+    t_start = time.perf_counter()
+    fingerprint = session_fingerprint(session)
+    usable = [c for c in plan.candidates if c.source in session.sources or c.is_plain or c.source == "pool"]
+    usable = [c for c in usable if c.source != "pool" or "draft" in session.sources]
+    corpus = corpus_text()
+    n_ctx = len(plan.contexts)
+    total_runs = n_ctx * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
+    done = 0
+    run_seconds: list[float] = []
+    samples: dict[tuple[int, SpecSettings], list[float]] = {}
+    safe: dict[tuple[int, SpecSettings], bool] = {}
+    prompt_len: dict[int, int] = {}
+    skipped: list[int] = []
+    unsafe: list[str] = []
+
+    def tick(message: str) -> None:
+        if progress is None:
+            return
+        mean = sum(run_seconds) / len(run_seconds) if run_seconds else 0.0
+        progress(Progress(done, total_runs, mean * max(0, total_runs - done), message))
+
+    def check_cancel() -> None:
+        if cancel is not None and cancel.is_set():
+            raise CalibrationCancelled()
+
+    for ci, target in enumerate(plan.contexts):
+        check_cancel()
+        if plan.budget_s is not None and ci > 0 and run_seconds:
+            # The next context costs at least one run per candidate, plus its incremental prefill.
+            est = (len(usable) + 1) * (sum(run_seconds) / len(run_seconds)) * (1.0 + target / 8192)
+            if time.perf_counter() - t_start + est > plan.budget_s:
+                skipped.extend(plan.contexts[ci:])
+                break
+        messages, got = build_messages(session, target, corpus)
+        prompt_len[target] = got
+        tick(f"context {got} tokens: plain decoding (reference)")
+        t0 = time.perf_counter()
+        ref = _run_once(session, messages, PLAIN, plan.gen_tokens, cancel, margins=True)
+        # The first run of a context includes its prefill; its tok/s (generation only) still counts.
+        run_seconds.append(time.perf_counter() - t0)
+        done += 1
+        samples[(target, PLAIN)] = [ref.timings.predicted_per_second]
+        safe[(target, PLAIN)] = True
+
+        def measure(setting: SpecSettings, ctx: int = target, msgs=messages, reference=ref) -> None:
+            nonlocal done
+            check_cancel()
+            tick(f"context {prompt_len[ctx]} tokens: {setting.label()}")
+            t = time.perf_counter()
+            try:
+                out = _run_once(session, msgs, setting, plan.gen_tokens, cancel)
+            except EngineError as e:
+                safe[(ctx, setting)] = False
+                unsafe.append(f"{ctx}: {setting.label()}: failed: {e}")
+                samples.setdefault((ctx, setting), [])
+                return
+            finally:
+                run_seconds.append(time.perf_counter() - t)
+                done += 1
+            verdict = compare(reference.tokens, reference.margins, out.tokens)
+            ok = verdict.acceptable and out.finish_reason == reference.finish_reason or verdict.identical
+            if not ok:
+                unsafe.append(f"{ctx}: {setting.label()}: {verdict.describe()}")
+            safe[(ctx, setting)] = safe.get((ctx, setting), True) and ok
+            samples.setdefault((ctx, setting), []).append(out.timings.predicted_per_second)
+
+        for setting in usable:
+            if not setting.is_plain:
+                measure(setting)
+        best = max(s[0] for (c, _), s in samples.items() if c == target and s)
+        survivors = [
+            s
+            for s in usable
+            if s.is_plain
+            or s == FIXED_BASELINE
+            or (samples.get((target, s)) and samples[(target, s)][0] >= plan.prune_ratio * best)
+        ]
+        for _ in range(plan.repeats - 1):
+            for setting in survivors:
+                if setting.is_plain:
+                    check_cancel()
+                    t = time.perf_counter()
+                    again = _run_once(session, messages, PLAIN, plan.gen_tokens, cancel)
+                    run_seconds.append(time.perf_counter() - t)
+                    done += 1
+                    samples[(target, PLAIN)].append(again.timings.predicted_per_second)
+                else:
+                    measure(setting)
+
+    measured = [c for c in plan.contexts if c in prompt_len]
+    if not measured:
+        raise EngineError("calibration measured nothing: the budget is too small for even one context")
+    ranges = dict(zip(measured, ranges_from_points([prompt_len[c] for c in measured]), strict=True))
+    measurements = [
+        Measurement(
+            ctx_lo=ranges[c][0],
+            ctx_hi=ranges[c][1],
+            setting=setting,
+            samples_tps=tuple(vals),
+            safe=safe.get((c, setting), False),
+            prompt_tokens=prompt_len[c],
+        )
+        for (c, setting), vals in samples.items()
+        if c in ranges
+    ]
+    table = new_table(
+        fingerprint,
+        build_rows(measurements),
+        notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy",
+    )
+    fixed = FIXED_BASELINE if "draft" in session.sources else None
+    rows = comparison_rows(table, fixed=fixed)
+    saved = None
+    if not dry_run:
+        from app.engine.identity import calibration_store
+
+        saved = (store or calibration_store(session.config.model, session.config.draft)).save(table, activate=True)
+        session.reload_policy()  # the new table applies to the next request
+    return Result(
+        table=table,
+        markdown=to_markdown(rows),
+        csv=to_csv(rows),
+        wall_s=time.perf_counter() - t_start,
+        saved_to=saved,
+        skipped_contexts=skipped,
+        unsafe=unsafe,
+    )
+
+
+def plan_with(plan: Plan, **changes: object) -> Plan:
+    from dataclasses import replace
+
+    return replace(plan, **changes)  # type: ignore[arg-type]
+
+
+def settings_labels(settings: Sequence[SpecSettings]) -> list[str]:
+    return [s.label() for s in settings]

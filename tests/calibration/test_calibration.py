@@ -1,0 +1,78 @@
+"""Calibration on the real small model with a tiny grid: a valid table and report; cancel writes nothing."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.calibration.runner import CalibrationCancelled, Plan, build_messages, corpus_text, run_calibration
+from app.engine.identity import calibration_store
+from app.engine.session import EngineConfig, Session
+from app.engine.types import DoneEvent, GenerationRequest
+from app.speculative.settings import PLAIN, SpecSettings
+
+GRID = (PLAIN, SpecSettings("lookup", 4), SpecSettings("draft", 2), SpecSettings("draft", 4, p_min=0.5))
+
+
+@pytest.fixture(scope="module")
+def session(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory):
+    from app.models.packaged import ensure_quantized
+
+    draft = ensure_quantized("smollm2-135m", "Q2_K")
+    s = Session(EngineConfig(model=str(smollm2_path), draft=str(draft), n_ctx=1024, n_batch=256))
+    yield s
+    s.close()
+
+
+def _plan(**kw) -> Plan:
+    base = dict(contexts=(96, 320), candidates=GRID, gen_tokens=12, repeats=2, budget_s=None)
+    base.update(kw)
+    return Plan(**base)
+
+
+def test_prompts_hit_the_requested_token_count(session: Session) -> None:
+    corpus = corpus_text()
+    for n in (96, 320, 700):
+        _, got = build_messages(session, n, corpus)
+        assert abs(got - n) <= 2, (n, got)
+
+
+def test_tiny_calibration_writes_a_table_the_engine_then_applies(session: Session) -> None:
+    seen = []
+    result = run_calibration(session, _plan(), progress=seen.append)
+    assert seen and seen[-1].done <= seen[-1].total
+    table = result.table
+    assert len(table.ranges) == 2
+    for rng in table.ranges:
+        settings = {r.setting.label() for r in table.rows_in(rng)}
+        assert "off" in settings  # plain decoding is always measured
+    assert result.saved_to is not None and result.saved_to.is_file()
+    assert "| Context | Static fixed setting | Static TG | DD-selected setting | DD TG | Gain vs static |" in result.markdown
+    assert result.csv.splitlines()[0].startswith("Context,Static fixed setting")
+    # The engine now applies the table: the decision record says so.
+    req = GenerationRequest(messages=({"role": "user", "content": "Hello there"},), max_tokens=4)
+    done = [e for e in session.generate(req) if isinstance(e, DoneEvent)][0].summary
+    record = done.dynamic_draft
+    assert record is not None
+    assert record["reason"] in ("table_row", "fallback_static", "out_of_range", "capped")
+    assert record["prompt_tokens"] == done.prompt_tokens
+    assert record["decision_us"] >= 0
+
+
+def test_a_cancelled_calibration_leaves_the_previous_table_untouched(session: Session) -> None:
+    store = calibration_store(session.config.model, session.config.draft)
+    run_calibration(session, _plan(contexts=(96,), candidates=GRID[:2], gen_tokens=6, repeats=1))
+    before = store.active_id()
+    assert before is not None
+    cancel = threading.Event()
+
+    def progress(p) -> None:
+        if p.done >= 3:
+            cancel.set()
+
+    with pytest.raises(CalibrationCancelled):
+        run_calibration(session, _plan(contexts=(96, 320, 600)), progress=progress, cancel=cancel)
+    assert store.active_id() == before
+    assert len(store.history()) == 1
