@@ -20,6 +20,34 @@ def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """Import a subcommand's implementation only when it runs, so `--help` stays fast."""
+
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        return int(getattr(importlib.import_module(module), name)(args))
+
+    return run
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    import runpy
+    from pathlib import Path
+
+    bench_dir = Path(__file__).resolve().parent.parent / "bench"
+    script = bench_dir / f"bench_{args.name}.py"
+    if not script.is_file():
+        script = bench_dir / f"{args.name}.py"
+    if not script.is_file():
+        names = sorted(p.stem.removeprefix("bench_") for p in bench_dir.glob("*.py"))
+        print(f"dynadraft bench: no benchmark {args.name!r}; available: {', '.join(names)}", file=sys.stderr)
+        return 2
+    sys.argv = [str(script), *args.rest]
+    runpy.run_path(str(script), run_name="__main__")
+    return 0
+
+
 def _add_generate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="generate text from a prompt (with speculative decoding)")
     p.add_argument("--model", required=True, metavar="PATH", help="target GGUF model")
@@ -48,13 +76,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers to offload (-1: all)")
     p.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off for this run")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.set_defaults(func=_run_generate)
-
-
-def _run_generate(args: argparse.Namespace) -> int:
-    from app.engine.generate_cli import run_generate
-
-    return run_generate(args)
+    p.set_defaults(func=_lazy("app.engine.generate_cli", "run_generate"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,7 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", metavar="H")
     p.add_argument("--port", type=int, default=8080, metavar="P")
     p.add_argument("--api-key", metavar="K", help="required when binding beyond loopback")
-    p.set_defaults(func=_not_built("serve"))
+    p.add_argument("--ctx-size", type=int, default=4096, metavar="N")
+    p.add_argument("--threads", type=int, default=0, metavar="N")
+    p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
+    p.add_argument("--max-queue", type=int, default=8, metavar="N", help="waiting requests before 429")
+    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this CORS origin")
+    p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
+    p.set_defaults(func=_lazy("app.server.cli", "run_serve"))
 
     p = sub.add_parser("calibrate", help="measure the draft-settings frontier on this device (Dynamic Draft)")
     p.add_argument("--model", required=True, metavar="PATH")
@@ -83,21 +111,26 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--quick", action="store_true")
     m.add_argument("--full", action="store_true")
     p.add_argument("--budget-min", type=float, metavar="N", help="wall-time budget in minutes")
+    p.add_argument("--ctx-size", type=int, default=8192, metavar="N")
+    p.add_argument("--threads", type=int, default=0, metavar="N")
+    p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_not_built("calibrate"))
+    p.set_defaults(func=_lazy("app.calibration.cli", "run_calibrate"))
+
+    from app.models.cli import add_models_arguments, add_pull_arguments
 
     p = sub.add_parser("pull", help="download a model from Hugging Face (catalog id or REPO:FILE)")
-    p.add_argument("id", metavar="ID|REPO:FILE")
-    p.set_defaults(func=_not_built("pull"))
+    add_pull_arguments(p)
+    p.set_defaults(func=_lazy("app.models.cli", "run_pull"))
 
     p = sub.add_parser("models", help="list local models, or inspect a GGUF file")
-    p.add_argument("--inspect", metavar="FILE")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_not_built("models"))
+    add_models_arguments(p)
+    p.set_defaults(func=_lazy("app.models.cli", "run_models"))
 
-    p = sub.add_parser("bench", help="run a benchmark from bench/")
+    p = sub.add_parser("bench", help="run a benchmark from bench/ (e.g. policy, engine, http, gui)")
     p.add_argument("name", metavar="NAME")
-    p.set_defaults(func=_not_built("bench"))
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    p.set_defaults(func=_run_bench)
     return parser
 
 

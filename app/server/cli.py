@@ -1,0 +1,72 @@
+"""`dynadraft serve`: load the model(s) and run the OpenAI-compatible endpoint in the foreground until Ctrl+C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from app.engine.session import EngineConfig
+from app.engine.types import EngineError
+from app.engine.worker import Engine
+from app.server.runner import EndpointError, EndpointServer, is_loopback
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve until interrupted; 0 on a clean stop, 1 when the model or the endpoint cannot start, 2 on bad flags.
+
+    Reads args.model, args.draft, args.host, args.port, args.api_key and, when present, args.ctx_size,
+    args.threads, args.gpu_layers, args.max_queue, args.cors_origin (list) and args.model_id.
+    """
+    host = getattr(args, "host", None) or "127.0.0.1"
+    api_key = getattr(args, "api_key", None)
+    if not is_loopback(host) and not api_key:
+        # Checked before loading the model so the user learns it in a second, not after a long load.
+        print(f"dynadraft serve: binding {host} (beyond loopback) requires --api-key", file=sys.stderr)
+        return 2
+    if not Path(args.model).is_file():
+        print(f"dynadraft serve: model not found: {args.model}", file=sys.stderr)
+        return 2
+    config = EngineConfig(
+        model=args.model,
+        draft=getattr(args, "draft", None),
+        n_ctx=getattr(args, "ctx_size", None) or 4096,
+        n_threads=getattr(args, "threads", None) or 0,
+        n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
+    )
+    try:
+        engine = Engine(config, max_queue=getattr(args, "max_queue", None) or 8).wait_ready()
+    except EngineError as e:
+        print(f"dynadraft serve: {e}", file=sys.stderr)
+        return 1
+    server = EndpointServer(
+        engine,
+        getattr(args, "model_id", None),
+        host=host,
+        port=args.port if getattr(args, "port", None) is not None else 8080,
+        api_key=api_key,
+        cors_origins=getattr(args, "cors_origin", None) or (),
+        log_level="info",
+    )
+    stop = threading.Event()
+    try:
+        server.start()
+        model = server.model_id or Path(args.model).stem
+        print(f"dynadraft serve: {server.url}/v1 (model {model}); Ctrl+C stops", flush=True)
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            while not stop.wait(0.5) and server.running:
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    except EndpointError as e:
+        print(f"dynadraft serve: {e}", file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+        engine.close()
+    return 0

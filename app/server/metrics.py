@@ -1,0 +1,134 @@
+"""Server counters and their Prometheus text rendering (thread-safe: engine pump threads and the event loop write)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+from app.engine.types import EngineError, GenerationSummary
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class Metrics:
+    """What /metrics reports: HTTP statuses, generations, tokens, speeds, per-source drafting and DD decisions."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.http_requests: Counter[str] = Counter()  # by status code
+        self.generations: Counter[str] = Counter()  # by finish reason
+        self.engine_errors: Counter[str] = Counter()  # by error code
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.predicted_ms = 0.0
+        self.last_tps = 0.0
+        self.drafted: Counter[str] = Counter()  # by source
+        self.accepted: Counter[str] = Counter()
+        self.dd_decisions: Counter[str] = Counter()  # by decision reason
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return sum(self.http_requests.values())
+
+    def observe_http(self, status: int) -> None:
+        with self._lock:
+            self.http_requests[str(status)] += 1
+
+    def observe_summary(self, summary: GenerationSummary) -> None:
+        t = summary.timings
+        with self._lock:
+            self.generations[summary.finish_reason] += 1
+            self.prompt_tokens += summary.prompt_tokens
+            self.completion_tokens += t.predicted_n
+            self.predicted_ms += t.predicted_ms
+            if t.predicted_n > 0:
+                self.last_tps = t.predicted_per_second
+            for source, stats in summary.per_source.items():
+                self.drafted[source] += int(stats.get("drafted", 0))
+                self.accepted[source] += int(stats.get("accepted", 0))
+            if summary.dynamic_draft is not None:
+                self.dd_decisions[str(summary.dynamic_draft.get("reason", "unknown"))] += 1
+
+    def observe_cancelled_before_start(self) -> None:
+        with self._lock:
+            self.generations["cancelled"] += 1
+
+    def observe_error(self, err: EngineError) -> None:
+        with self._lock:
+            self.engine_errors[err.code] += 1
+
+    def render(self, queue_depth: int) -> str:
+        """Prometheus text exposition format (version 0.0.4)."""
+        with self._lock:
+            avg = self.completion_tokens / self.predicted_ms * 1000.0 if self.predicted_ms > 0 else 0.0
+            out: list[str] = []
+
+            def family(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
+                out.append(f"# HELP {name} {help_}")
+                out.append(f"# TYPE {name} {kind}")
+                for labels, value in samples:
+                    out.append(f"{name}{labels} {value:g}" if isinstance(value, float) else f"{name}{labels} {value}")
+
+            def by(label: str, counter: Counter[str]) -> list[tuple[str, float]]:
+                return [(f'{{{label}="{_escape(k)}"}}', v) for k, v in sorted(counter.items())]
+
+            family(
+                "dynadraft_http_requests_total",
+                "counter",
+                "HTTP requests answered, by status.",
+                by("status", self.http_requests),
+            )
+            family("dynadraft_queue_depth", "gauge", "Engine jobs running or waiting.", [("", queue_depth)])
+            family(
+                "dynadraft_generations_total",
+                "counter",
+                "Finished generations, by finish reason.",
+                by("finish_reason", self.generations),
+            )
+            family(
+                "dynadraft_engine_errors_total",
+                "counter",
+                "Generations the engine refused or failed, by code.",
+                by("code", self.engine_errors),
+            )
+            family(
+                "dynadraft_prompt_tokens_total",
+                "counter",
+                "Prompt tokens of finished generations.",
+                [("", self.prompt_tokens)],
+            )
+            family("dynadraft_tokens_generated_total", "counter", "Tokens generated.", [("", self.completion_tokens)])
+            family(
+                "dynadraft_last_tokens_per_second",
+                "gauge",
+                "Generation speed of the last request.",
+                [("", float(self.last_tps))],
+            )
+            family(
+                "dynadraft_avg_tokens_per_second",
+                "gauge",
+                "Tokens generated / generation time, since start.",
+                [("", float(round(avg, 3)))],
+            )
+            family(
+                "dynadraft_draft_tokens_total",
+                "counter",
+                "Drafted tokens, by draft source.",
+                by("source", self.drafted),
+            )
+            family(
+                "dynadraft_draft_accepted_total",
+                "counter",
+                "Accepted drafted tokens, by draft source.",
+                by("source", self.accepted),
+            )
+            family(
+                "dynadraft_dd_decisions_total",
+                "counter",
+                "Dynamic Draft decisions, by reason.",
+                by("reason", self.dd_decisions),
+            )
+        return "\n".join(out) + "\n"

@@ -1,0 +1,208 @@
+"""Pydantic wire models of the OpenAI-compatible API (requests, responses, stream chunks, errors)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Requests are validated strictly (no "16" -> 16, no true -> 1) so a malformed request gets a clear 400 instead of a
+# guess; unknown top-level fields are ignored as OpenAI-compatible servers do, because clients send many we don't use.
+_STRICT = ConfigDict(strict=True, extra="ignore")
+
+
+# -- errors --------------------------------------------------------------------------------------------------------
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error envelope: {"error": {"message", "type", "param", "code"}}."""
+
+    error: ErrorDetail
+
+
+# -- request pieces ------------------------------------------------------------------------------------------------
+class TextPart(BaseModel):
+    """A content part; only "text" parts are supported (the adapter refuses images and audio clearly)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    # "developer" is OpenAI's newer name for "system"; "function" is refused by the adapter with a clear message.
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    include_usage: bool = False
+
+
+class SpeculativeOptions(BaseModel):
+    """DynaDraft's request extension: a per-request speculative-decoding override (see SpecSettings)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    source: Literal["draft", "lookup", "none", "pool"] | None = None
+    n_max: int | None = None
+    n_min: int | None = None
+    p_min: float | None = None
+    adaptive: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    type: str
+
+
+class _SamplingFields(BaseModel):
+    """Sampling and limits shared by chat and text completions (llama.cpp's extras included)."""
+
+    model_config = _STRICT
+
+    model: str = Field(min_length=1)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repeat_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int | None = None
+    logit_bias: dict[str, float] | None = None
+    user: str | None = None
+    speculative: SpeculativeOptions | None = None
+
+
+class ChatCompletionRequest(_SamplingFields):
+    messages: list[ChatMessage]
+    max_completion_tokens: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    functions: list[Any] | None = None
+    function_call: Any = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
+
+
+class CompletionRequest(_SamplingFields):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    logprobs: int | None = None
+    echo: bool | None = None
+    best_of: int | None = None
+    suffix: str | None = None
+
+
+# -- responses -----------------------------------------------------------------------------------------------------
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "dynadraft"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = 0
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = None
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: str | None
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    """The non-streaming chat response, plus DynaDraft's `timings` (llama.cpp names) and `dynamic_draft` record."""
+
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+    system_fingerprint: str | None = None
+    timings: dict[str, Any] | None = None
+    dynamic_draft: dict[str, Any] | None = None
+
+
+class ChunkDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: ChunkDelta
+    finish_reason: str | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    system_fingerprint: str | None = None
+    usage: Usage | None = None
+    timings: dict[str, Any] | None = None
+    dynamic_draft: dict[str, Any] | None = None
+
+
+class CompletionChoice(BaseModel):
+    index: int = 0
+    text: str
+    finish_reason: str | None
+    logprobs: None = None
+
+
+class Completion(BaseModel):
+    """A text completion (or, with `stream`, one chunk of it: the same object with partial `text`)."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+    system_fingerprint: str | None = None
+    timings: dict[str, Any] | None = None
+    dynamic_draft: dict[str, Any] | None = None

@@ -1,0 +1,92 @@
+"""The pure wire -> engine conversions (no server, no model)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from app.server import adapters
+from app.server.errors import ApiError, from_validation_error
+from app.server.schemas import ChatCompletionRequest, CompletionRequest
+from app.speculative.settings import SpecSettings
+
+
+def chat(**fields: Any) -> ChatCompletionRequest:
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    body.update(fields)
+    return ChatCompletionRequest.model_validate_json(json.dumps(body))
+
+
+def test_defaults() -> None:
+    req = adapters.chat_to_generation(chat(), has_draft=False, max_tokens=77)
+    assert req.max_tokens == 77
+    assert req.sampling.temperature == adapters.DEFAULT_TEMPERATURE
+    assert req.speculative is None and not req.pool
+    assert req.stop == ()
+
+
+def test_messages_developer_role_and_text_parts() -> None:
+    req = adapters.chat_to_generation(
+        chat(
+            messages=[
+                {"role": "developer", "content": "be brief"},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                {"role": "assistant", "content": None},
+            ]
+        ),
+        has_draft=False,
+    )
+    assert req.messages == (
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "ab"},
+        {"role": "assistant", "content": ""},
+    )
+
+
+def test_sampling_fields_and_limits() -> None:
+    req = adapters.chat_to_generation(
+        chat(temperature=0.7, top_p=0.9, top_k=40, min_p=0.05, seed=-1, stop="END", max_tokens=50,
+             max_completion_tokens=9, presence_penalty=0.5, frequency_penalty=-0.5),
+        has_draft=False,
+    )  # fmt: skip
+    s = req.sampling
+    assert (s.temperature, s.top_p, s.top_k, s.min_p, s.seed) == (0.7, 0.9, 40, 0.05, None)
+    assert (s.presence_penalty, s.frequency_penalty) == (0.5, -0.5)
+    assert req.max_tokens == 9 and req.stop == ("END",)
+
+
+def test_speculative_override() -> None:
+    req = adapters.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 4}), has_draft=False)
+    assert req.speculative == SpecSettings(source="lookup", n_max=4)
+    req = adapters.chat_to_generation(chat(speculative={"n_min": 1}), has_draft=True)
+    assert req.speculative == SpecSettings(source="draft", n_max=adapters.DEFAULT_SPEC_N_MAX, n_min=1)
+    req = adapters.chat_to_generation(chat(speculative={"source": "pool", "adaptive": True}), has_draft=True)
+    assert req.pool and req.speculative is not None and req.speculative.adaptive
+    assert adapters.chat_to_generation(chat(speculative={}), has_draft=False).speculative is None
+    with pytest.raises(ApiError, match="needs a draft model"):
+        adapters.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False)
+    with pytest.raises(ApiError) as e:
+        adapters.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 65}), has_draft=False)
+    assert e.value.param == "speculative.n_max"
+
+
+def test_completion_prompt_forms() -> None:
+    one = CompletionRequest.model_validate_json('{"model": "m", "prompt": ["abc"]}')
+    assert adapters.completion_to_generation(one, has_draft=False).prompt == "abc"
+    with pytest.raises(ApiError):
+        adapters.completion_to_generation(
+            CompletionRequest.model_validate_json('{"model": "m", "prompt": [[1, 2]]}'), has_draft=False
+        )
+
+
+def test_validation_error_param_is_clean() -> None:
+    with pytest.raises(ValidationError) as e:
+        chat(stop=5)
+    err = from_validation_error(e.value)
+    assert err.status == 400 and err.param == "stop"
+    with pytest.raises(ValidationError) as e:
+        chat(messages=[{"role": "wizard", "content": "x"}])
+    assert from_validation_error(e.value).param == "messages.0.role"
