@@ -1,0 +1,276 @@
+"""The endpoint panel: a switch that starts/stops the local OpenAI-compatible server, with URL, key and live count."""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.gui.bridge import BackgroundCall
+
+if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
+    from app.engine.worker import Engine
+
+try:  # the server package is built in parallel; the panel explains itself when it is missing
+    from app.server.runner import EndpointServer
+
+    SERVER_ERROR: str | None = None
+except Exception as _e:  # ImportError, or a half-written module
+    EndpointServer = None  # type: ignore[assignment,misc]
+    SERVER_ERROR = f"{type(_e).__name__}: {_e}"
+
+SWITCH_STYLE = """
+QCheckBox#switch { font-weight: bold; spacing: 10px; }
+QCheckBox#switch::indicator { width: 38px; height: 20px; border-radius: 10px; background: #bbb; }
+QCheckBox#switch::indicator:checked { background: #2ea043; }
+QCheckBox#switch::indicator:disabled { background: #ddd; }
+"""
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class EndpointPanel(QWidget):
+    """Serve the loaded model over an OpenAI-compatible HTTP API from inside the app."""
+
+    state_changed = Signal(bool)  # running
+    error = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.engine: Engine | None = None
+        self.model_id = "dynadraft"
+        self.server: Any = None
+        self._call: BackgroundCall | None = None
+        self.available = EndpointServer is not None
+
+        intro = QLabel(
+            "Serve the loaded model to other apps (editors, agents, scripts) through an OpenAI-compatible API. "
+            "Requests share the engine with this window and are served one at a time."
+        )
+        intro.setWordWrap(True)
+        self.switch = QCheckBox("Local OpenAI endpoint")
+        self.switch.setObjectName("switch")
+        self.switch.setStyleSheet(SWITCH_STYLE)
+        self.switch.toggled.connect(self._toggled)
+        self.state = QLabel("Off")
+        self.host = QComboBox()
+        self.host.setEditable(True)
+        self.host.addItems(["127.0.0.1", "0.0.0.0"])
+        self.host.setToolTip("127.0.0.1: this computer only. 0.0.0.0: reachable from your network (needs an API key)")
+        self.port = QSpinBox()
+        self.port.setRange(1, 65535)
+        self.port.setValue(8080)
+        self.api_key = QLineEdit()
+        self.api_key.setPlaceholderText("none (only allowed on 127.0.0.1)")
+        self.api_key.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
+        gen = QPushButton("Generate")
+        gen.setToolTip("Create a random API key")
+        gen.clicked.connect(lambda: self.api_key.setText("dd-" + secrets.token_urlsafe(24)))
+        key_row = QHBoxLayout()
+        key_row.addWidget(self.api_key, 1)
+        key_row.addWidget(gen)
+        self.url = QLineEdit()
+        self.url.setReadOnly(True)
+        self.url.setPlaceholderText("starts when the switch is on")
+        self.copy_btn = QPushButton("Copy")
+        self.copy_btn.setToolTip("Copy the base URL")
+        self.copy_btn.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.url.text()))
+        url_row = QHBoxLayout()
+        url_row.addWidget(self.url, 1)
+        url_row.addWidget(self.copy_btn)
+        self.requests = QLabel("0")
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet("color: #b00020;")
+
+        form = QFormLayout()
+        form.addRow(self.switch, self.state)
+        form.addRow("Bind address", self.host)
+        form.addRow("Port", self.port)
+        form.addRow("API key", key_row)
+        form.addRow("Base URL", url_row)
+        form.addRow("Requests served", self.requests)
+        self.example = QLabel("")
+        self.example.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.example.setWordWrap(True)
+        self.example.setStyleSheet("color: #555; font-family: monospace;")
+        lay = QVBoxLayout(self)
+        lay.addWidget(intro)
+        if not self.available:
+            na = QLabel(f"The endpoint is not available in this build ({SERVER_ERROR}).")
+            na.setWordWrap(True)
+            na.setStyleSheet("color: #8a6d3b; font-weight: bold;")
+            lay.addWidget(na)
+        lay.addLayout(form)
+        lay.addWidget(self.message)
+        lay.addWidget(self.example)
+        lay.addStretch(1)
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(500)
+        self.timer.timeout.connect(self._poll)
+        self._sync()
+
+    # -- state ------------------------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.server is not None and bool(getattr(self.server, "running", True))
+
+    def set_engine(self, engine: Engine | None, model_id: str = "dynadraft") -> None:
+        if engine is not self.engine and self.server is not None:
+            self.switch.setChecked(False)  # the server holds the old engine: stop it
+            if engine is not None:
+                self.message.setText("The endpoint was stopped because the model changed; switch it on again.")
+        self.engine = engine
+        self.model_id = model_id
+        self._sync()
+
+    def _sync(self) -> None:
+        busy = self._call is not None
+        self.switch.setEnabled(self.available and not busy and (self.engine is not None or self.server is not None))
+        editable = self.server is None and not busy
+        for w in (self.host, self.port, self.api_key):
+            w.setEnabled(editable)
+        if not self.available:
+            self.state.setText("not available in this build")
+        elif self.engine is None and self.server is None:
+            self.state.setText("load a model first")
+        elif busy:
+            self.state.setText("starting…" if self.switch.isChecked() else "stopping…")
+        elif self.server is not None:
+            self.state.setText("<span style='color:#2ea043'>● serving</span>")
+        else:
+            self.state.setText("off")
+
+    def _toggled(self, on: bool) -> None:
+        if self._call is not None:
+            return
+        if on and self.server is None:
+            self.start()
+        elif not on and self.server is not None:
+            self.stop()
+
+    def start(self) -> None:
+        if EndpointServer is None or self.engine is None:
+            self._set_checked(False)
+            return
+        host = self.host.currentText().strip() or "127.0.0.1"
+        port = self.port.value()
+        key = self.api_key.text().strip() or None
+        self.message.setText("")
+        if not is_loopback(host) and not key:
+            self.message.setText(
+                "An API key is required to serve beyond this computer (bind address is not 127.0.0.1)."
+            )
+            self._set_checked(False)
+            return
+        engine, model_id = self.engine, self.model_id
+
+        def work() -> Any:
+            server = EndpointServer(engine, model_id, host, port, key)
+            server.start()
+            return server
+
+        self._call = BackgroundCall(work, "dynadraft-gui-endpoint", self)
+        self._call.succeeded.connect(self._started)
+        self._call.failed.connect(self._start_failed)
+        self._call.start()
+        self._sync()
+
+    def _started(self, server: Any) -> None:
+        self._call = None
+        self.server = server
+        url = str(getattr(server, "url", f"http://{self.host.currentText()}:{self.port.value()}"))
+        base = url.rstrip("/") + ("" if url.rstrip("/").endswith("/v1") else "/v1")
+        self.url.setText(base)
+        key = self.api_key.text().strip()
+        auth = f' -H "Authorization: Bearer {key[:6]}…"' if key else ""
+        self.example.setText(
+            f"curl {base}/chat/completions{auth} -H 'Content-Type: application/json' "
+            f'-d \'{{"model": "{self.model_id}", "messages": [{{"role": "user", "content": "Hi"}}]}}\''
+        )
+        self.timer.start()
+        self._poll()
+        self._sync()
+        self.state_changed.emit(True)
+
+    def _start_failed(self, message: str) -> None:
+        self._call = None
+        self.message.setText(f"Could not start the endpoint: {message}")
+        self._set_checked(False)
+        self._sync()
+        self.error.emit(message)
+
+    def stop(self) -> None:
+        server = self.server
+        if server is None:
+            return
+        self.timer.stop()
+        self._call = BackgroundCall(server.stop, "dynadraft-gui-endpoint-stop", self)
+        self._call.succeeded.connect(lambda _r: self._stopped())
+        self._call.failed.connect(lambda m: self._stopped(m))
+        self._call.start()
+        self._sync()
+
+    def _stopped(self, message: str = "") -> None:
+        self._call = None
+        self.server = None
+        self.url.clear()
+        self.example.clear()
+        if message:
+            self.message.setText(f"Error while stopping: {message}")
+        self._set_checked(False)
+        self._sync()
+        self.state_changed.emit(False)
+
+    def _set_checked(self, on: bool) -> None:
+        self.switch.blockSignals(True)
+        self.switch.setChecked(on)
+        self.switch.blockSignals(False)
+
+    def _poll(self) -> None:
+        if self.server is not None:
+            self.requests.setText(str(getattr(self.server, "request_count", "?")))
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop synchronously (window close): the port must be released when the app exits."""
+        if self._call is not None:
+            self._call.wait(timeout)
+        if self.server is not None:
+            try:
+                self.server.stop()
+            finally:
+                self.server = None
+
+    def settings(self) -> dict[str, Any]:
+        return {"host": self.host.currentText(), "port": self.port.value(), "api_key": self.api_key.text()}
+
+    def restore(self, s: dict[str, Any]) -> None:
+        if s.get("host"):
+            self.host.setCurrentText(str(s["host"]))
+        if s.get("port"):
+            self.port.setValue(int(s["port"]))
+        if s.get("api_key"):
+            self.api_key.setText(str(s["api_key"]))

@@ -1,0 +1,394 @@
+"""The main window and the `run_app` / `self_check` entry points of the desktop app."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QIcon, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import APP_NAME, __version__
+from app.gui.bridge import BackgroundCall
+from app.gui.chat import ChatPanel
+from app.gui.endpoint import EndpointPanel
+from app.gui.live import StepRing
+from app.gui.model import ModelChoice, ModelController, ModelDialog, WelcomeCard, backend_label, demo_path
+from app.gui.panels import CalibrationPanel, ModelsPanel, existing
+from app.gui.plots import LivePlots
+from app.gui.store import ChatStore
+from app.paths import get_paths
+
+if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
+    from app.engine.worker import Engine
+
+
+def _int(value: object, default: int) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return default
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _bool(value: object) -> bool:
+    # INI files give strings back: "true"/"false".
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def gui_settings() -> QSettings:
+    """GUI preferences and window state in an INI file under the config folder (so DYNADRAFT_HOME moves it)."""
+    paths = get_paths()
+    paths.config.mkdir(parents=True, exist_ok=True)
+    return QSettings(str(paths.config / "gui.ini"), QSettings.Format.IniFormat)
+
+
+class MainWindow(QMainWindow):
+    """Chat (with live speculation graphs in a dock), Endpoint, Models and Calibration tabs, and a status bar.
+
+    engine: an already-loaded Engine to use (not closed by the window); otherwise, with `autoload`, the model last
+    used is loaded in the background, and on first run the window offers the bundled demo model.
+    """
+
+    def __init__(
+        self,
+        engine: Engine | None = None,
+        *,
+        model_label: str = "",
+        autoload: bool = True,
+        has_draft: bool = False,
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle(f"{APP_NAME} {__version__}")
+        self.settings = gui_settings()
+        paths = get_paths()
+        self.store = ChatStore(paths.history_db)
+        self.ring = StepRing()
+        self.models = ModelController(self)
+        self.models.loading.connect(self._on_loading)
+        self.models.loaded.connect(self._on_loaded)
+        self.models.failed.connect(self._on_load_failed)
+
+        # -- central: tabs ----------------------------------------------------------------------------------------
+        self.chat = ChatPanel(self.store)
+        self.chat.highlight.setChecked(_bool(self.settings.value("chat/highlight", False)))
+        self.welcome = WelcomeCard()
+        self.welcome.demo_requested.connect(self.load_demo)
+        self.welcome.open_requested.connect(self.open_model_dialog)
+        chat_page = QWidget()
+        cl = QVBoxLayout(chat_page)
+        cl.setContentsMargins(6, 6, 6, 6)
+        cl.addWidget(self.welcome)
+        cl.addWidget(self.chat, 1)
+
+        self.endpoint = EndpointPanel()
+        self.endpoint.restore(
+            {k: self.settings.value(f"endpoint/{k}") for k in ("host", "port", "api_key")}  # type: ignore[misc]
+        )
+        self.endpoint.state_changed.connect(lambda _on: self._update_status())
+        self.models_panel = ModelsPanel()
+        self.models_panel.load_requested.connect(self._load_local)
+        self.calibration = CalibrationPanel()
+
+        self.tabs = QTabWidget()
+        self.tabs.addTab(chat_page, "Chat")
+        self.tabs.addTab(self.endpoint, "Endpoint")
+        self.tabs.addTab(self.models_panel, "Models")
+        self.tabs.addTab(self.calibration, "Calibrate")
+        self.setCentralWidget(self.tabs)
+
+        # -- dock: live graphs --------------------------------------------------------------------------------------
+        self.plots = LivePlots(self.ring)
+        self.graphs_dock = QDockWidget("Live speculation", self)
+        self.graphs_dock.setObjectName("graphs_dock")
+        self.graphs_dock.setWidget(self.plots)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.graphs_dock)
+
+        # -- menus ------------------------------------------------------------------------------------------------
+        m = self.menuBar().addMenu("&Model")
+        act = QAction("&Open model…", self)
+        act.setShortcut(QKeySequence.StandardKey.Open)
+        act.triggered.connect(self.open_model_dialog)
+        m.addAction(act)
+        self.demo_action = QAction("Use the &demo model", self)
+        self.demo_action.setEnabled(demo_path() is not None)
+        self.demo_action.triggered.connect(self.load_demo)
+        m.addAction(self.demo_action)
+        m.addSeparator()
+        quit_act = QAction("&Quit", self)
+        quit_act.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_act.triggered.connect(self.close)
+        m.addAction(quit_act)
+        v = self.menuBar().addMenu("&View")
+        v.addAction(self.graphs_dock.toggleViewAction())
+        c = self.menuBar().addMenu("&Chat")
+        new = QAction("&New chat", self)
+        new.setShortcut(QKeySequence.StandardKey.New)
+        new.triggered.connect(self.chat.new_conversation)
+        c.addAction(new)
+        stop = QAction("&Stop generating", self)
+        stop.triggered.connect(self.chat.stop)
+        c.addAction(stop)
+
+        # -- status bar -------------------------------------------------------------------------------------------
+        sb = self.statusBar()
+        self.st_backend = QLabel("llama.cpp …")
+        self.st_model = QLabel("No model")
+        self.st_dd = QLabel("DD: –")
+        self.st_queue = QLabel("queue 0")
+        self.st_endpoint = QLabel("endpoint off")
+        for w in (self.st_backend, self.st_model, self.st_dd, self.st_queue, self.st_endpoint):
+            w.setStyleSheet("padding: 0 6px;")
+            sb.addPermanentWidget(w)
+        self.chat.reply_finished.connect(self._on_reply)
+        self.chat.reply_started.connect(self._update_status)
+        self.status_timer = QTimer(self)
+        self.status_timer.setInterval(500)
+        self.status_timer.timeout.connect(self._update_status)
+        self.status_timer.start()
+        self._backend_call = BackgroundCall(backend_label, "dynadraft-gui-backend", self)
+        self._backend_call.succeeded.connect(lambda s: self.st_backend.setText(str(s)))
+        self._backend_call.start()
+
+        self._restore_window()
+        if engine is not None:
+            self.models.adopt(engine, ModelChoice(model_label or "model", demo=False))
+            if model_label:
+                self.st_model.setText(model_label)
+            self.chat.set_engine(engine, has_draft)
+        elif autoload:
+            last = self._saved_choice()
+            if last is not None:
+                self.models.load(last)
+        self._update_status()
+
+    # -- models -------------------------------------------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine | None:
+        return self.models.engine
+
+    def _saved_choice(self) -> ModelChoice | None:
+        s = self.settings
+        if _bool(s.value("model/demo", False)):
+            p = demo_path()
+            return ModelChoice(str(p), None, 4096, -1, True) if p else None
+        path = _str(s.value("model/path", ""))
+        if not existing(path):
+            return None
+        draft = _str(s.value("model/draft", "")) or None
+        return ModelChoice(
+            path,
+            draft if existing(draft) else None,
+            _int(s.value("model/n_ctx", 4096), 4096),
+            _int(s.value("model/gpu_layers", -1), -1),
+        )
+
+    def load_demo(self) -> None:
+        p = demo_path()
+        if p is None:
+            QMessageBox.information(self, "Demo model", "The demo model is not installed in this build.")
+            return
+        self.models.load(ModelChoice(str(p), None, 4096, -1, True))
+
+    def open_model_dialog(self) -> None:
+        dlg = ModelDialog(self.models.choice, self)
+        if dlg.exec():
+            choice = dlg.choice()
+            if choice is not None:
+                self.models.load(choice)
+
+    def _load_local(self, path: str) -> None:
+        cur = self.models.choice
+        self.models.load(ModelChoice(path, None, cur.n_ctx if cur else 4096, cur.n_gpu_layers if cur else -1))
+        self.tabs.setCurrentIndex(0)
+
+    def _on_loading(self, label: str) -> None:
+        self.st_model.setText(f"Loading {label}…")
+        self.welcome.set_status(f"Loading {label}…", busy=True)
+
+    def _on_loaded(self, engine: Engine, choice: ModelChoice) -> None:
+        # The ring's tap runs on the engine thread for every event (GUI and endpoint requests alike): O(1) appends.
+        engine.on_event = self.ring.tap
+        self.chat.set_engine(engine, has_draft=bool(choice.draft))
+        self.endpoint.set_engine(engine, Path(choice.model).stem)
+        self.calibration.set_engine(engine)
+        self.welcome.setVisible(False)
+        self.st_model.setText(choice.label)
+        self.st_model.setToolTip(choice.model + (f"\ndraft: {choice.draft}" if choice.draft else ""))
+        self.chat.set_banner(
+            "Demo model: SmolLM2-135M is tiny and answers at demo quality. Open your own GGUF for real work."
+            if choice.demo
+            else ""
+        )
+        if self.models.owned:
+            s = self.settings
+            s.setValue("model/demo", choice.demo)
+            if not choice.demo:
+                s.setValue("model/path", choice.model)
+                s.setValue("model/draft", choice.draft or "")
+                s.setValue("model/n_ctx", choice.n_ctx)
+                s.setValue("model/gpu_layers", choice.n_gpu_layers)
+        self._update_status()
+
+    def _on_load_failed(self, message: str, choice: ModelChoice | None) -> None:
+        label = choice.label if choice else "model"
+        self.st_model.setText(self.models.choice.label if self.models.choice else "No model")
+        self.welcome.set_status(f"Could not load {label}: {message}", busy=False)
+        if self.isVisible():
+            QMessageBox.warning(self, "Could not load the model", f"{label}\n\n{message}")
+
+    # -- status -------------------------------------------------------------------------------------------------------
+    def _on_reply(self, message: Any) -> None:
+        stats = getattr(message, "stats", None) or {}
+        dd = stats.get("dd") or {}
+        if dd:
+            state = "on" if dd.get("applied") else "off"
+            self.st_dd.setText(f"DD {state}: {dd.get('setting')}")
+            self.st_dd.setToolTip(f"Dynamic Draft decision for the last reply: {dd.get('reason')}")
+        self._update_status()
+
+    def _update_status(self) -> None:
+        eng = self.engine
+        self.st_queue.setText(f"queue {eng.queue_depth}" if eng is not None else "queue –")
+        ep = self.endpoint
+        if ep.server is not None:
+            self.st_endpoint.setText(f"endpoint on · {ep.url.text()}")
+        else:
+            self.st_endpoint.setText("endpoint off")
+
+    # -- window state -------------------------------------------------------------------------------------------------
+    def _restore_window(self) -> None:
+        geo = self.settings.value("window/geometry")
+        if isinstance(geo, QByteArray) and not geo.isEmpty():
+            self.restoreGeometry(geo)
+        else:
+            self.resize(1280, 800)
+        state = self.settings.value("window/state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state)
+        else:
+            self.resizeDocks([self.graphs_dock], [460], Qt.Orientation.Horizontal)  # chat gets most of the width
+        tab = _int(self.settings.value("window/tab", 0), 0)
+        self.tabs.setCurrentIndex(tab if 0 <= tab < self.tabs.count() else 0)
+
+    def save_settings(self) -> None:
+        s = self.settings
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState())
+        s.setValue("window/tab", self.tabs.currentIndex())
+        s.setValue("chat/highlight", self.chat.highlight.isChecked())
+        for k, val in self.endpoint.settings().items():
+            s.setValue(f"endpoint/{k}", val)
+        s.sync()
+
+    def closeEvent(self, e: Any) -> None:  # noqa: N802 - Qt API
+        self.save_settings()
+        self.status_timer.stop()
+        self.plots.timer.stop()
+        self.chat.shutdown()
+        self.endpoint.shutdown()
+        eng = self.models.engine
+        if eng is not None and eng.on_event == self.ring.tap:
+            eng.on_event = None
+        self.models.shutdown()
+        self.store.close()
+        super().closeEvent(e)
+
+
+def _ensure_platform() -> None:
+    # With no display (CI, ssh, --self-test on a server) Qt would abort; offscreen still exercises every widget.
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def _app(argv: Sequence[str] | None = None) -> QApplication:
+    app = QApplication.instance()
+    if isinstance(app, QApplication):
+        return app
+    _ensure_platform()
+    app = QApplication(list(argv) if argv is not None else sys.argv[:1])
+    app.setApplicationName(APP_NAME)
+    app.setApplicationVersion(__version__)
+    app.setOrganizationName(APP_NAME)
+    # One icon and desktop id everywhere (Wayland matches windows to packaging/linux/dynadraft.desktop by it).
+    icon = Path(__file__).resolve().parents[2] / "resources" / "icons" / "dynadraft.svg"
+    if icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
+    app.setDesktopFileName("dynadraft")
+    return app
+
+
+def dispose(window: QWidget) -> None:
+    """Close and really delete a window now, then collect garbage.
+
+    PySide6 6.12 with pyqtgraph can crash in the interpreter's final garbage collection when plot widgets are
+    still alive at exit; deleting them while Qt is still fully up avoids that.
+    """
+    app = QApplication.instance()
+    if window.isVisible():
+        window.close()
+    window.deleteLater()
+    if app is not None:
+        app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        app.processEvents()
+    gc.collect()
+
+
+def run_app(argv: Sequence[str] | None = None) -> int:
+    """Open the desktop app and run its event loop; returns the exit code (the `dynadraft` command's default)."""
+    app = _app(argv)
+    window = MainWindow()
+    window.show()
+    code = int(app.exec())
+    dispose(window)
+    del window
+    gc.collect()
+    return code
+
+
+def self_check() -> str:
+    """Create the main window offscreen-capable (no model), process events, close it; return a one-line report."""
+    import pyqtgraph
+    import PySide6
+
+    t0 = time.perf_counter()
+    app = _app()
+    window = MainWindow(autoload=False)
+    window.show()
+    for _ in range(5):
+        app.processEvents()
+    title = window.windowTitle()
+    tabs = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+    endpoint = "endpoint available" if window.endpoint.available else "endpoint not in this build"
+    dispose(window)
+    del window
+    gc.collect()
+    ms = (time.perf_counter() - t0) * 1000.0
+    if not title.startswith(APP_NAME):
+        raise RuntimeError(f"unexpected window title {title!r}")
+    return (
+        f"GUI ok: '{title}' with {', '.join(tabs)} tabs ({endpoint}); PySide6 {PySide6.__version__}, "
+        f"pyqtgraph {pyqtgraph.__version__}, platform {app.platformName()}, {ms:.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_app())
