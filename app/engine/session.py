@@ -27,7 +27,7 @@ from app.engine.types import (
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
 from app.speculative.settings import PLAIN, SpecSettings
-from app.speculative.sources import DraftModelSource, DraftSource, PromptLookupSource, load_draft_model
+from app.speculative.sources import Draft, DraftModelSource, DraftSource, PromptLookupSource, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
 from app.speculative.verify import verify_greedy, verify_sampled
 
@@ -139,7 +139,11 @@ class Session:
     def _policy_without_table(self, message: str) -> DynamicDraftPolicy:
         default = self.config.resolved_default_spec(self.config.draft is not None)
         return DynamicDraftPolicy(
-            None, None, default=default, enabled=self.config.dynamic_draft, force=self.config.dd_force,
+            None,
+            None,
+            default=default,
+            enabled=self.config.dynamic_draft,
+            force=self.config.dd_force,
             load_message=message,
         )
 
@@ -293,15 +297,26 @@ class Session:
             return greedy_token(logits, params, history)
         return draw(distribution(logits, params, history), run.rng)
 
-    def _source_for_step(self, run: _Run) -> tuple[DraftSource | None, int]:
+    def _source_for_step(self, run: _Run, history: list[int]) -> tuple[DraftSource | None, int, Draft | None]:
+        """The source and depth for this step; with the pool, also a prompt-lookup draft it already made."""
         if run.pool is not None:
-            name, k = run.pool.choose()
+            # A lookup proposal costs microseconds, so make it first: lookup competes only when it has a match.
+            peek = None
+            available = {"draft"} if "draft" in self.sources else set()
+            if "lookup" in self.sources:
+                s = run.settings
+                peek = self.sources["lookup"].propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)
+                if peek.tokens:
+                    available.add("lookup")
+            name, k = run.pool.choose(available)
             run.arm = name
-            return (self.sources.get(name), k) if name != "none" else (None, 0)
+            if name == "none":
+                return None, 0, None
+            return self.sources.get(name), k, (peek if name == "lookup" else None)
         s = run.settings
         if s.is_plain:
-            return None, 0
-        return self.sources.get(s.source), (run.adaptive.next_length() if run.adaptive else s.n_max)
+            return None, 0, None
+        return self.sources.get(s.source), (run.adaptive.next_length() if run.adaptive else s.n_max), None
 
     def _step(self, run: _Run) -> Iterator[Event]:
         """One target decode of [last] + draft; accept a prefix of the draft and the target's own next token."""
@@ -310,7 +325,7 @@ class Session:
         last = history[-1]
         n_kv = len(ctx.tokens)  # == len(history) - 1
         remaining = run.request.max_tokens - len(run.generated)
-        src, depth = self._source_for_step(run)
+        src, depth, ready = self._source_for_step(run, history)
         # Never draft past the context window or the tokens still wanted (the target adds one of its own).
         depth = max(0, min(depth, ctx.n_ctx - len(history) - 1, remaining - 1, ctx.n_batch - 1))
         draft_tokens: list[int] = []
@@ -318,7 +333,7 @@ class Session:
         draft_ms = 0.0
         if src is not None and depth > 0:
             s = run.settings
-            d = src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
+            d = ready or src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
             draft_tokens, dists, draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
 
         checkpoint = ctx.save_state() if (draft_tokens and self.model.is_recurrent) else None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 EMA_ALPHA = 0.15  # ~7-step memory: fast enough to follow a change of content, slow enough to ignore one miss
 PRIOR_ACCEPT = 0.6  # optimistic start so depth gets tried before evidence exists
 MAX_POSITIONS = 64
+WARMUP_PULLS = 3
 
 
 @dataclass
@@ -175,15 +176,21 @@ class SourcePool:
         self.exploration = exploration
         self.total = 0
 
-    def choose(self) -> tuple[str, int]:
-        """(source, draft length) for the next step."""
+    def choose(self, available: set[str] | None = None) -> tuple[str, int]:
+        """(source, draft length) for the next step, among the `available` sources (default all).
+
+        Availability is the context the bandit conditions on: prompt lookup only competes on steps where it
+        found a match, so its statistics describe "lookup with a match" and a preamble with no match cannot
+        teach the pool that lookup is useless before the copying starts.
+        """
         self.total += 1
-        for name, arm in self.arms.items():
-            if arm.pulls == 0:
+        arms = {n: a for n, a in self.arms.items() if available is None or n in available or n == "none"}
+        for name, arm in arms.items():
+            if arm.pulls < WARMUP_PULLS:  # a few tries each before trusting the estimates (one draft is noise)
                 return name, arm.length.next_length() if name != "none" else 0
-        scale = max(a.reward for a in self.arms.values()) or 1.0
+        scale = max(a.reward for a in arms.values()) or 1.0
         best, best_score = "none", -math.inf
-        for name, arm in self.arms.items():
+        for name, arm in arms.items():
             bonus = self.exploration * scale * math.sqrt(2.0 * math.log(self.total) / arm.pulls)
             score = arm.reward + bonus
             if score > best_score:

@@ -8,8 +8,16 @@ from app.speculative.settings import PLAIN, SpecSettings
 
 
 def _tiny(engine, progress, cancel, contexts=(64,)):  # type: ignore[no-untyped-def]
-    return run_quick(engine, progress, cancel, contexts=contexts, candidates=(PLAIN, SpecSettings("lookup", 4)),
-                     gen_tokens=6, repeats=1, budget_s=None)
+    return run_quick(
+        engine,
+        progress,
+        cancel,
+        contexts=contexts,
+        candidates=(PLAIN, SpecSettings("lookup", 4)),
+        gen_tokens=6,
+        repeats=1,
+        budget_s=None,
+    )
 
 
 def test_tiny_calibration_from_the_panel_shows_its_table(qtbot, gui_engine) -> None:  # type: ignore[no-untyped-def]

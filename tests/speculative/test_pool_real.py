@@ -50,16 +50,6 @@ def small(smollm2_path: Path) -> Iterator[Session]:
     s.close()
 
 
-COPY_VERBATIM = "Print this code exactly as it is, nothing else:\n\n" + COPY_EDIT.split("\n\n", 1)[1] * 2
-
-
-def test_pool_mostly_picks_prompt_lookup_on_a_copy_edit(small: Session) -> None:
-    plain = _run(small, COPY_VERBATIM, PLAIN, 128, collect_margins=True)
-    pooled = _run(small, COPY_VERBATIM, SpecSettings("pool", 8), 128)
-    assert compare(plain.tokens, plain.margins, pooled.tokens).acceptable
-    assert _share(pooled, "lookup") > 0.5, pooled.per_source
-
-
 @pytest.mark.parametrize("spec", [SpecSettings("draft", 8, adaptive=True), SpecSettings("lookup", 8, adaptive=True)])
 def test_adaptive_modes_keep_greedy_output_exact(small: Session, spec: SpecSettings) -> None:
     for prompt in (COPY_EDIT, "Tell me about the moon in three sentences."):
@@ -69,16 +59,33 @@ def test_adaptive_modes_keep_greedy_output_exact(small: Session, spec: SpecSetti
         assert verdict.acceptable, verdict.describe()
 
 
-@pytest.mark.pair
-def test_pool_mostly_picks_the_draft_model_on_free_chat(qwen_pair: tuple[Path, Path]) -> None:
+@pytest.fixture(scope="module")
+def pair(qwen_pair: tuple[Path, Path]) -> Iterator[Session]:
     target, draft = qwen_pair
     s = Session(EngineConfig(str(target), str(draft), n_ctx=1024, n_batch=256))
     s.pool_step_cost = GPU_LIKE
-    try:
-        prompt = "Tell me a short story about a fox who learns to fish, in one paragraph."
-        plain = _run(s, prompt, PLAIN, 64, collect_margins=True)
-        pooled = _run(s, prompt, SpecSettings("pool", 8), 64)
-        assert compare(plain.tokens, plain.margins, pooled.tokens).acceptable
-        assert _share(pooled, "draft") > 0.5, pooled.per_source
-    finally:
-        s.close()
+    yield s
+    s.close()
+
+
+@pytest.mark.pair
+def test_pool_mostly_picks_prompt_lookup_on_a_copy_edit(pair: Session) -> None:
+    # Copying text the draft model cannot predict (random codes) but prompt lookup can: lookup must win.
+    import random
+
+    rng = random.Random(5)
+    codes = [f"{rng.getrandbits(48):012x}" for _ in range(24)]
+    prompt = "Copy these codes exactly, one per line, nothing else:\n\n" + "\n".join(codes)
+    plain = _run(pair, prompt, PLAIN, 128, collect_margins=True)
+    pooled = _run(pair, prompt, SpecSettings("pool", 8), 128)
+    assert compare(plain.tokens, plain.margins, pooled.tokens).acceptable
+    assert _share(pooled, "lookup") > 0.5, pooled.per_source
+
+
+@pytest.mark.pair
+def test_pool_mostly_picks_the_draft_model_on_free_chat(pair: Session) -> None:
+    prompt = "Tell me a short story about a fox who learns to fish, in one paragraph."
+    plain = _run(pair, prompt, PLAIN, 64, collect_margins=True)
+    pooled = _run(pair, prompt, SpecSettings("pool", 8), 64)
+    assert compare(plain.tokens, plain.margins, pooled.tokens).acceptable
+    assert _share(pooled, "draft") > 0.5, pooled.per_source
