@@ -19,7 +19,13 @@ from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import ensure_model, ensure_quantized
 from app.speculative.settings import PLAIN, SpecSettings
 
-STATIC = [PLAIN, SpecSettings("draft", 2), SpecSettings("draft", 4), SpecSettings("draft", 8), SpecSettings("lookup", 8)]
+STATIC = [
+    PLAIN,
+    SpecSettings("draft", 2),
+    SpecSettings("draft", 4),
+    SpecSettings("draft", 8),
+    SpecSettings("lookup", 8),
+]
 ADAPTIVE = SpecSettings("draft", 8, adaptive=True)
 POOL = SpecSettings("pool", 8)
 
@@ -62,15 +68,22 @@ def main() -> None:
     static = {spec.label(): run_all(s, spec, args.max_tokens) for spec in STATIC}
     best_label = max(static, key=lambda k: static[k]["tps"])
     best = static[best_label]
-    rows = {f"best static ({best_label})": best, "adaptive": run_all(s, ADAPTIVE, args.max_tokens),
-            "adaptive + pool": run_all(s, POOL, args.max_tokens)}
+    rows = {
+        f"best static ({best_label})": best,
+        "adaptive": run_all(s, ADAPTIVE, args.max_tokens),
+        "adaptive + pool": run_all(s, POOL, args.max_tokens),
+    }
     print(f"{len(workload())} prompts x {args.max_tokens} tokens, greedy, threads {s.ctx.n_threads}")
     for label, r in static.items():
-        print(f"  static {label:12} {r['tps']:7.2f} tok/s  {r['verifies']:4d} verifies  {r['per_verify']:.2f} tok/verify")
+        print(
+            f"  static {label:12} {r['tps']:7.2f} tok/s  {r['verifies']:4d} verifies  {r['per_verify']:.2f} tok/verify"
+        )
     print(f"{'policy':28} {'tok/s':>7} {'x best':>7} {'verifies':>9} {'tok/verify':>10}  steps by source")
     for label, r in rows.items():
-        print(f"{label:28} {r['tps']:7.2f} {r['tps'] / best['tps']:7.2f} {r['verifies']:9d} {r['per_verify']:10.2f}  "
-              f"{r['shares']}")
+        print(
+            f"{label:28} {r['tps']:7.2f} {r['tps'] / best['tps']:7.2f} {r['verifies']:9d} {r['per_verify']:10.2f}  "
+            f"{r['shares']}"
+        )
     s.close()
 
 

@@ -54,7 +54,9 @@ def main() -> None:
     result = run_calibration(
         s,
         default_plan(s, "quick", args.budget_min),
-        progress=lambda p: print(f"\r  calibrating {p.done}/{p.total} ETA {p.eta_s:4.0f}s {p.message[:50]:<50}", end=""),
+        progress=lambda p: print(
+            f"\r  calibrating {p.done}/{p.total} ETA {p.eta_s:4.0f}s {p.message[:50]:<50}", end=""
+        ),
     )
     print(f"\nquick calibration: {time.perf_counter() - t0:.0f}s wall, table {result.table.table_id}")
     print(result.markdown)

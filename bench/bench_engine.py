@@ -67,8 +67,9 @@ def main() -> None:
         target, draft = ensure_model("smollm2-135m"), ensure_quantized("smollm2-135m", "Q2_K")
     else:
         target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
-    s = Session(EngineConfig(str(target), str(draft), n_ctx=2048, n_batch=256, n_threads=args.threads,
-                             dynamic_draft=False))
+    s = Session(
+        EngineConfig(str(target), str(draft), n_ctx=2048, n_batch=256, n_threads=args.threads, dynamic_draft=False)
+    )
     print(f"target {target.name}, draft {draft.name}, threads {s.ctx.n_threads}, {args.max_tokens} tokens, greedy")
     print(f"{'prompt':6} {'setting':14} {'tok/s':>7} {'x plain':>8} {'tok/verify':>10} {'accept':>7} {'python%':>8}")
     for name, prompt in PROMPTS.items():
