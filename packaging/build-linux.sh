@@ -43,7 +43,7 @@ if [ "$REUSE" = 1 ]; then
   step "reusing .venv"
 else
   step "scripts/setup.sh (creates/updates .venv)"
-  scripts/setup.sh
+  DYNADRAFT_PORTABLE=1 scripts/setup.sh  # portable AVX2 llama.cpp: the bundle must run on other CPUs
 fi
 PY=.venv/bin/python
 if ! cmp -s <("$PY" -m pip freeze 2>/dev/null | grep -i -E '^(pyinstaller|pyinstaller-hooks-contrib)==' | tr 'A-Z' 'a-z' | sort) \

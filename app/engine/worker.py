@@ -101,6 +101,7 @@ class Engine:
     # -- submitting -----------------------------------------------------------------------------------------------
     def submit(self, request: GenerationRequest) -> RequestHandle:
         """Queue a generation; raises QueueFull when `max_queue` jobs are already waiting."""
+        self._check_alive()
         handle = RequestHandle(request)
         try:
             self._queue.put_nowait(_Job(handle, None, None))
@@ -113,14 +114,23 @@ class Engine:
 
     def call(self, fn: Callable[[Session], T], timeout: float | None = None) -> T:
         """Run `fn(session)` on the engine thread (tokenize, calibrate, inspect) and return its result."""
+        self._check_alive()
         fut: Future[T] = Future()
         self._queue.put(_Job(None, fn, fut), timeout=timeout)
         return fut.result(timeout)
 
     def call_async(self, fn: Callable[[Session], T]) -> Future[T]:
+        self._check_alive()
         fut: Future[T] = Future()
         self._queue.put(_Job(None, fn, fut))
         return fut
+
+    def _check_alive(self) -> None:
+        """Refuse work the engine thread will never serve (load failed, or closed), instead of hanging."""
+        if self._load_error is not None:
+            raise EngineError(f"the engine failed to load: {self._load_error}")
+        if not self._thread.is_alive():
+            raise EngineError("the engine is closed")
 
     # -- the thread -----------------------------------------------------------------------------------------------
     def _run(self) -> None:

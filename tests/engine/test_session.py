@@ -231,3 +231,16 @@ def test_speculation_never_overshoots_max_tokens(small_session: Session) -> None
 
 def test_verdict_type() -> None:
     assert Verdict(1, 2).n_accepted == 1
+
+
+def test_a_model_that_fails_to_load_is_reported_and_never_hangs(tmp_path: Path) -> None:
+    from app.engine.types import EngineError
+
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    engine = Engine(EngineConfig(model=str(bad)))
+    with pytest.raises(EngineError, match="could not load"):
+        engine.wait_ready(60)
+    with pytest.raises(EngineError, match="failed to load"):
+        engine.submit(_chat("hi"))
+    engine.close()
