@@ -16,7 +16,7 @@ from pathlib import Path
 from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
-from app.models.packaged import ensure_model, ensure_quantized
+from app.models.packaged import speculative_pair
 from app.speculative.settings import PLAIN, SpecSettings
 
 STATIC = [
@@ -58,10 +58,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
-    if args.small:
-        target, draft = ensure_model("smollm2-135m"), ensure_quantized("smollm2-135m", "Q2_K")
-    else:
-        target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
+    target, draft = speculative_pair(args.small)
     s = Session(EngineConfig(str(target), str(draft), n_ctx=2048, n_threads=args.threads, dynamic_draft=False))
     for _, p in workload():  # warm caches and lazily built kernels
         list(s.generate(GenerationRequest(messages=({"role": "user", "content": p},), max_tokens=2)))

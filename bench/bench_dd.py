@@ -14,7 +14,7 @@ from app.calibration.runner import FIXED_BASELINE, build_messages, corpus_text, 
 from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
-from app.models.packaged import ensure_model, ensure_quantized
+from app.models.packaged import speculative_pair
 from app.speculative.settings import PLAIN, SpecSettings
 
 HELD_OUT_INSTRUCTION = "\n\nWrite a numbered list of the five most important facts in the document above."
@@ -45,10 +45,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
-    if args.small:
-        target, draft = ensure_model("smollm2-135m"), ensure_quantized("smollm2-135m", "Q2_K")
-    else:
-        target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
+    target, draft = speculative_pair(args.small)
     s = Session(EngineConfig(str(target), str(draft), n_ctx=8192, n_batch=512, n_threads=args.threads))
     t0 = time.perf_counter()
     result = run_calibration(

@@ -13,7 +13,7 @@ import time
 from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
-from app.models.packaged import ensure_model, ensure_quantized
+from app.models.packaged import speculative_pair
 from app.speculative.settings import PLAIN, SpecSettings
 
 PROMPTS = {
@@ -63,10 +63,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--small", action="store_true")
     args = ap.parse_args()
-    if args.small:
-        target, draft = ensure_model("smollm2-135m"), ensure_quantized("smollm2-135m", "Q2_K")
-    else:
-        target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
+    target, draft = speculative_pair(args.small)
     s = Session(
         EngineConfig(str(target), str(draft), n_ctx=2048, n_batch=256, n_threads=args.threads, dynamic_draft=False)
     )

@@ -201,3 +201,10 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def speculative_pair(small: bool = False) -> tuple[Path, Path]:
+    """(target, draft) for benchmarks: the Qwen2.5-Coder 1.5B/0.5B pair, or SmolLM2 with its Q2_K build."""
+    if small:
+        return ensure_model(SMOLLM2.key), ensure_quantized(SMOLLM2.key, "Q2_K")
+    return ensure_model(QWEN_TARGET.key), ensure_model(QWEN_DRAFT.key)
