@@ -236,8 +236,10 @@ class Context:
         self.decode_s += time.perf_counter() - t0
         self.decode_calls += 1
         if rc != 0:
-            # The KV cache may hold part of the batch now; drop it so `tokens` stays the truth.
-            L.llama_memory_seq_rm(self.mem, 0, pos0, -1)
+            # The KV cache may hold part of the batch now; drop it so `tokens` stays the truth. Recurrent memory
+            # cannot drop a partial range: then forget everything (the next request re-prefills).
+            if not L.llama_memory_seq_rm(self.mem, 0, pos0, -1):
+                self.clear()
             raise LlamaError(f"llama_decode failed with code {rc}")
         self.tokens.extend(tokens)
         self._first_out = first_out
