@@ -25,7 +25,6 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PY=${PYTHON:-python3}
 VENV=${1:-${DYNADRAFT_VK_VENV:-$ROOT/.venv}}
-LLAMA_VERSION=0.3.36
 SIDE=${DYNADRAFT_VK_SIDE:-$HOME/.cache/dynadraft-vulkan-headers}
 TRIXIE_MIRROR=${DYNADRAFT_TRIXIE_MIRROR:-http://deb.debian.org/debian}
 
@@ -60,11 +59,10 @@ grep -q LayerSettingEXT "$SIDE/usr/include/vulkan/vulkan.hpp" "$SIDE"/usr/includ
   || { echo "[build-vulkan] $SIDE has no vk::LayerSettingEXT; headers too old?" >&2; exit 1; }
 
 # 3. the wheel (flags and cache key exactly as scripts/setup.sh computes them for BACKEND=vulkan)
-CPU_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DLLAVA_BUILD=OFF"
 export DYNADRAFT_VULKAN_CMAKE_ARGS="-DVulkan_INCLUDE_DIR=$SIDE/usr/include -DSPIRV-Headers_DIR=$SIDE/usr/share/cmake/SPIRV-Headers"
-LLAMA_CMAKE_ARGS="$CPU_FLAGS -DGGML_VULKAN=ON ${DYNADRAFT_VULKAN_CMAKE_ARGS:-}"
-KEY=$(printf '%s %s' "$LLAMA_VERSION" "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-16)
-WHEELS=${DYNADRAFT_WHEEL_CACHE:-$HOME/.cache/dynadraft-wheels}/vulkan-$KEY
+DYNADRAFT_LLAMA_BACKEND=vulkan
+# shellcheck source=scripts/llama-build-flags.sh
+. "$(dirname "$0")/llama-build-flags.sh"
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
   echo "[build-vulkan] building llama-cpp-python $LLAMA_VERSION (Vulkan) into $WHEELS; ~15 minutes on 2 cores"
   mkdir -p "$WHEELS"
@@ -89,10 +87,16 @@ if [ "${DYNADRAFT_VK_NO_INSTALL:-0}" != 1 ]; then
   "$VENV/bin/python" -m pip install --quiet --find-links "$WHEELS" --no-index --force-reinstall --no-deps "$WHEEL"
   "$VENV/bin/python" -m pip install --quiet numpy typing-extensions diskcache jinja2
   GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0} "$VENV/bin/python" - <<'EOF' || true
-import llama_cpp as L
-L.llama_backend_init()
-for i in range(L.ggml_backend_dev_count()):
-    d = L.ggml_backend_dev_get(i)
-    print("[build-vulkan] device", i, L.ggml_backend_dev_name(d).decode(), "|", L.ggml_backend_dev_description(d).decode())
+import ctypes
+import llama_cpp  # noqa: F401 - loads libggml and registers its backends
+from llama_cpp._ggml import libggml as g
+g.ggml_backend_dev_count.restype = ctypes.c_size_t
+g.ggml_backend_dev_get.restype = ctypes.c_void_p
+g.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+for f in (g.ggml_backend_dev_name, g.ggml_backend_dev_description):
+    f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
+for i in range(g.ggml_backend_dev_count()):
+    d = g.ggml_backend_dev_get(i)
+    print("[build-vulkan] device", i, g.ggml_backend_dev_name(d).decode(), "|", g.ggml_backend_dev_description(d).decode())
 EOF
 fi

@@ -10,27 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-LLAMA_VERSION=0.3.36
-BACKEND=${DYNADRAFT_LLAMA_BACKEND:-cpu}
-CPU_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
-# AVX-512 roughly halves the time per token on CPUs that have it (Zen 4/5 incl. Strix Halo, recent Xeons), so use it
-# when this CPU reports it. Never AMX: it needs kernel permission that VMs often refuse (seen here: SIGILL).
-# DYNADRAFT_PORTABLE=1 (used for bundles) keeps the AVX2 baseline that runs on any x86-64-v3 CPU.
-if [ "${DYNADRAFT_PORTABLE:-0}" != 1 ] && grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
-  CPU_FLAGS="$CPU_FLAGS -DGGML_AVX512=ON"
-  for f in avx512_vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
-    grep -qw "${f%%:*}" /proc/cpuinfo && CPU_FLAGS="$CPU_FLAGS -DGGML_${f##*:}=ON"
-  done
-else
-  CPU_FLAGS="$CPU_FLAGS -DGGML_AVX512=OFF"
-fi
-case "$BACKEND" in
-  cpu) LLAMA_CMAKE_ARGS="$CPU_FLAGS" ;;
-  vulkan) LLAMA_CMAKE_ARGS="$CPU_FLAGS -DGGML_VULKAN=ON ${DYNADRAFT_VULKAN_CMAKE_ARGS:-}" ;;
-  *) echo "unknown DYNADRAFT_LLAMA_BACKEND=$BACKEND (cpu or vulkan)" >&2; exit 2 ;;
-esac
-KEY=$(printf '%s %s' "$LLAMA_VERSION" "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-16)
-WHEELS=${DYNADRAFT_WHEEL_CACHE:-$HOME/.cache/dynadraft-wheels}/$BACKEND-$KEY
+# shellcheck source=scripts/llama-build-flags.sh
+. scripts/llama-build-flags.sh
 
 # Qt (even offscreen) loads a few system libraries; install them when we can (root with apt), else just say so.
 QT_LIBS="libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3"

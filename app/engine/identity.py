@@ -44,14 +44,15 @@ def cpu_name() -> str:
 
 
 def active_device(n_gpu_layers: int) -> tuple[str, str]:
-    """(backend, device name) that runs the model: the first GPU when layers are offloaded, else the CPU."""
+    """(backend, device name) that runs the model: the accelerator layers go to when offloading, else the CPU."""
     if n_gpu_layers != 0:
         try:
-            from app.models.runtime import list_devices
+            from app.engine.device import best_accelerator
 
-            for dev in list_devices():
-                if dev.type in ("GPU", "IGPU"):
-                    return dev.backend.lower() or "gpu", dev.description or dev.name
+            # Software Vulkan (lavapipe) counts too: it is what runs when GGML_VK_VISIBLE_DEVICES selects it.
+            acc = best_accelerator(allow_software=True)
+            if acc is not None:
+                return acc.backend.lower(), acc.description or acc.name
         except Exception:  # no registry: report the CPU, which is what will run
             pass
     return "cpu", cpu_name()

@@ -1,0 +1,485 @@
+"""Trace-driven speculative-decoding simulator: real acceptance (recorded on CPU) x a device's verify-cost curve.
+
+  python bench/simulate.py --traces TRACES.json --costs COSTS.json [--target 1.5b --draft 0.5b] [--json OUT]
+  python bench/simulate.py record --out TRACES.json [--max-tokens 128]        # real Qwen pair, CPU, greedy
+  python bench/simulate.py --traces T.json --costs CPU_COSTS.json --validate   # predicted vs measured (same device)
+
+Why it is exact for greedy decoding: the committed output of greedy speculation is the target's greedy output,
+whatever the draft setting. `record` stores, per prompt, that output and, at every position k, what each draft
+source would propose from the correct history: the draft model's top-1 token and its probability (teacher-forced,
+one batched pass), the draft's own continuation's probabilities after a wrong token (until they fall below 0.25),
+and the prompt-lookup proposal. Replaying a setting (source, n_max, n_min, p_min) over that table gives, step by
+step, exactly the drafted and accepted counts the engine would see (p_min in (0, 0.25) is approximate after a
+rejected token). Each step then costs
+
+  draft:  lookup ~0; draft model: a sync decode of 1 token (2 when the whole draft was accepted last step)
+          + one 1-token decode per further drafted token         -> the draft model's cost curve at that context
+  verify: one decode of drafted+1 tokens with logits on every row -> the target's cost curve at that context
+  + a fixed per-step overhead and a per-row overhead (Python: logits copy, greedy check), --overhead-ms/--row-ms
+
+Costs come from bench/gpu/measure.py costs (median ms per batch size 1..16 at several KV depths; interpolated
+linearly in depth). Acceptance is assumed independent of the context length (the traces are replayed with the cost
+curve of each context): the figures are SIMULATED and labelled so. Adaptive and pool settings are not simulated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# ---------------------------------------------------------------------------------------------------------------------
+# settings grid (the quick calibration's non-adaptive candidates, plus p_min variants)
+
+
+@dataclass(frozen=True)
+class Setting:
+    source: str  # "none", "draft", "lookup"
+    n_max: int = 0
+    n_min: int = 0
+    p_min: float = 0.0
+
+    def label(self) -> str:
+        if self.source == "none" or self.n_max == 0:
+            return "off"
+        base = f"n{self.n_max},p{self.p_min:g}"
+        return base if self.source == "draft" else f"{self.source} {base}"
+
+
+def grid(has_draft: bool = True) -> list[Setting]:
+    out = [Setting("none")]
+    if has_draft:
+        out += [Setting("draft", n, 0, p) for n in (1, 2, 3, 4, 6, 8, 12, 16) for p in (0.0, 0.25, 0.5, 0.75)]
+    out += [Setting("lookup", n) for n in (2, 4, 8, 12, 16)]
+    return out
+
+
+FIXED = Setting("draft", 2, 0, 0.0)  # the seed's fixed static setting, n2,p0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# costs
+
+
+class CostCurve:
+    """ms for a decode of b tokens at KV depth c, from measure.py's {"ms": {depth: {b: ms}}}; linear in depth."""
+
+    def __init__(self, rows: dict[str, dict[str, float]]) -> None:
+        self.depths = sorted(int(c) for c in rows)
+        self.ms = {int(c): {int(b): v for b, v in r.items() if b.isdigit()} for c, r in rows.items()}
+        self.bmax = min(max(r) for r in self.ms.values())
+
+    def __call__(self, b: int, depth: float) -> float:
+        b = max(1, b)
+        if b > self.bmax:  # beyond the measured batches: extrapolate linearly from the last two
+            last, prev = self(self.bmax, depth), self(self.bmax - 1, depth)
+            return last + (b - self.bmax) * max(0.0, last - prev)
+        ds = self.depths
+        if depth <= ds[0]:
+            return self.ms[ds[0]][b]
+        if depth >= ds[-1]:
+            if len(ds) == 1:
+                return self.ms[ds[-1]][b]
+            d0, d1 = ds[-2], ds[-1]
+        else:
+            d1 = next(d for d in ds if d >= depth)
+            d0 = ds[ds.index(d1) - 1]
+        y0, y1 = self.ms[d0][b], self.ms[d1][b]
+        return y0 + (y1 - y0) * (depth - d0) / (d1 - d0)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# replay
+
+
+def replay(trace: dict, s: Setting) -> list[tuple[str, int, int, int]]:
+    """Steps (source, drafted, accepted, draft_sync_tokens) that the engine would take with setting s."""
+    out_tokens = trace["output"]
+    n = len(out_tokens)
+    match = trace["draft_match"]  # draft top-1 == target at position k (teacher-forced)
+    conf = trace["draft_conf"]  # draft top-1 probability at position k
+    off = trace["draft_off_conf"]  # k -> probabilities of the draft's own continuation after its wrong token
+    look = trace["lookup"]  # k -> [proposal length (up to 16), matching prefix length]
+    k = 1  # the first output token comes from the prompt's logits, before any step
+    steps = []
+    sync = 1
+    while k < n:
+        remaining = n - k
+        depth = min(s.n_max, remaining - 1) if s.source != "none" else 0
+        drafted = accepted = 0
+        if depth > 0 and s.source == "lookup":
+            plen, m = look[k]
+            drafted = min(plen, depth)
+            if drafted < max(s.n_min, 1):
+                drafted = 0
+            accepted = min(m, drafted)
+        elif depth > 0 and s.source == "draft":
+            j = k
+            while drafted < depth and j < n:  # on the target's trajectory
+                if conf[j] < s.p_min:
+                    break
+                drafted += 1
+                if not match[j]:
+                    break
+                j += 1
+            accepted = drafted if (drafted == 0 or match[k + drafted - 1]) else drafted - 1
+            if drafted and not match[k + drafted - 1] and drafted < depth:  # off the trajectory: draft goes on
+                for p in off.get(str(k + drafted - 1), []):
+                    if drafted >= depth or p < s.p_min:
+                        break
+                    drafted += 1
+                else:
+                    if s.p_min == 0.0:
+                        drafted = depth
+            if drafted < max(s.n_min, 1):
+                drafted = accepted = 0
+        steps.append((s.source if depth > 0 else "none", drafted, accepted, sync))
+        sync = 2 if (s.source == "draft" and drafted > 0 and accepted == drafted) else 1
+        k += accepted + 1
+    return steps
+
+
+def step_ms(step, depth: float, target: CostCurve, draft: CostCurve | None, overhead: float, row: float) -> float:
+    source, drafted, accepted, sync = step
+    t = target(drafted + 1, depth) + overhead + row * (drafted + 1)
+    if source == "draft" and draft is not None:
+        t += draft(sync, depth) + max(0, drafted - 1) * draft(1, depth)
+    return t
+
+
+def simulate(
+    traces: list[dict],
+    s: Setting,
+    context: float,
+    target: CostCurve,
+    draft: CostCurve | None,
+    overhead: float,
+    row: float,
+) -> dict:
+    """Predicted generation tok/s over all traces (total tokens / total time) at KV depth `context`."""
+    tokens = ms = 0.0
+    drafted = accepted = nsteps = 0
+    for tr in traces:
+        steps = replay(tr, s)
+        # the first token (from the prompt's logits) is emitted at t=0 like the engine's timer; steps make the rest
+        tokens += 1 + sum(a + 1 for _, _, a, _ in steps)
+        ms += sum(step_ms(st, context + i, target, draft, overhead, row) for i, st in enumerate(steps))
+        drafted += sum(d for _, d, _, _ in steps)
+        accepted += sum(a for _, _, a, _ in steps)
+        nsteps += len(steps)
+    return {
+        "tok_s": tokens / ms * 1000.0 if ms else 0.0,
+        "steps": nsteps,
+        "drafted": drafted,
+        "accepted": accepted,
+        "tokens_per_step": (tokens - len(traces)) / max(nsteps, 1),
+    }
+
+
+def frontier(traces, cal_traces, contexts, target, draft, overhead, row, settings):
+    """Per context: every setting's predicted tok/s on `traces`; DD picks the best on `cal_traces` (calibration)."""
+    table = []
+    for c in contexts:
+        res = {s.label(): simulate(traces, s, c, target, draft, overhead, row)["tok_s"] for s in settings}
+        cal = {s.label(): simulate(cal_traces, s, c, target, draft, overhead, row)["tok_s"] for s in settings}
+        table.append({"context": c, "workload": res, "calibration": cal, "dd": max(cal, key=cal.get)})
+
+    # best static: one setting for every context, chosen on the calibration traces (sum of time over contexts)
+    def total_time(lbl: str) -> float:
+        return sum(1.0 / row_["calibration"][lbl] for row_ in table)
+
+    best_static = min((s.label() for s in settings), key=total_time)
+    return table, best_static
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# recording (CPU, real pair)
+
+PROMPTS = {
+    "code": "Write a Python function parse_csv(text) that parses CSV text with quoted fields into a list of dicts "
+    "keyed by the header row. Include a docstring and handle escaped quotes.",
+    "chat": "Explain in a few paragraphs why the sky is blue and why sunsets are red.",
+    "copy-edit": None,  # filled from the code corpus: "rename a variable" in ~1,500 characters of code
+}
+
+
+def _copy_edit_prompt() -> str:
+    code = (ROOT / "app/speculative/sources.py").read_text()[4000:5500]
+    return "Rename the variable `out` to `proposal` in this code and return the whole code, nothing else:\n\n" + code
+
+
+def record(out: str, max_tokens: int, prompts: list[str], calib_contexts: list[int]) -> None:
+    import numpy as np
+
+    from app.calibration.runner import build_messages, corpus_text
+    from app.engine.llama import Context, common_prefix
+    from app.engine.sampling import SamplingParams
+    from app.engine.session import EngineConfig, Session
+    from app.engine.types import DoneEvent, GenerationRequest, StepEvent
+    from app.models.packaged import ensure_model
+    from app.speculative.settings import PLAIN, SpecSettings
+    from app.speculative.sources import PromptLookupSource
+
+    target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
+    s = Session(EngineConfig(model=str(target), draft=str(draft), n_ctx=4096, n_batch=512, dynamic_draft=False))
+    dctx: Context = s.sources["draft"].ctx  # type: ignore[attr-defined]
+    jobs = []
+    for name in prompts:
+        text = PROMPTS.get(name) or _copy_edit_prompt()
+        jobs.append((name, ({"role": "user", "content": text},)))
+    corpus = corpus_text()
+    for c in calib_contexts:
+        msgs, _ = build_messages(s, c, corpus)
+        jobs.append((f"calib-{c}", msgs))
+    result = {"model": target.name, "draft": draft.name, "max_tokens": max_tokens, "traces": []}
+    greedy = SamplingParams(temperature=0.0)
+    for name, msgs in jobs:
+        t0 = time.perf_counter()
+        prompt = s.format_prompt(GenerationRequest(messages=msgs))
+        # 1. the target's greedy output, with a cheap speculative setting (exact: same tokens as plain)
+        req = GenerationRequest(
+            messages=msgs, max_tokens=max_tokens, sampling=greedy, speculative=SpecSettings("lookup", 8)
+        )
+        done = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
+        output = list(done.tokens)
+        # 2. the draft model, teacher-forced on prompt + output: its top-1 and probability at every position
+        dctx.clear()
+        dctx.prefill(prompt)
+        rows = [dctx.logits(-1)]
+        if len(output) > 1:
+            for i in range(0, len(output) - 1, 256):
+                chunk = output[i : min(i + 256, len(output) - 1)]
+                dctx.decode(chunk, logits_from=0)
+                rows += [dctx.logits(j) for j in range(len(chunk))]
+        match, conf, top = [], [], []
+        for k, lg in enumerate(rows):
+            z = lg.astype(np.float64)
+            t = int(np.argmax(z))
+            p = 1.0 / float(np.exp(z - z[t]).sum())
+            top.append(t)
+            match.append(t == output[k])
+            conf.append(round(p, 4))
+        # 3. after a wrong draft token, the draft's own continuation (its probabilities decide where p_min stops it)
+        off: dict[str, list[float]] = {}
+        for k in range(1, len(output)):
+            if match[k]:
+                continue
+            hist = prompt + output[:k]
+            keep = min(common_prefix(dctx.tokens, hist), len(hist))
+            if not dctx.truncate(keep):
+                dctx.clear()
+            if len(dctx.tokens) < len(hist):
+                dctx.prefill(hist[len(dctx.tokens) :])
+            dctx.decode([top[k]])
+            probs = []
+            for _ in range(15):
+                z = dctx.logits(-1).astype(np.float64)
+                t = int(np.argmax(z))
+                p = 1.0 / float(np.exp(z - z[t]).sum())
+                probs.append(round(p, 4))
+                if p < 0.25:
+                    break
+                dctx.decode([t])
+            off[str(k)] = probs
+        # 4. prompt lookup from the correct history at every position
+        look = []
+        src = PromptLookupSource()
+        for k in range(len(output)):
+            d = src.propose(prompt + output[:k], 16, 0, 0.0, greedy, np.random.default_rng(0))
+            m = 0
+            while m < len(d.tokens) and k + m < len(output) and d.tokens[m] == output[k + m]:
+                m += 1
+            look.append([len(d.tokens), m])
+        dctx.clear()
+        # 5. measured engine runs on this machine (for --validate): tok/s and every step
+        measured = []
+        for st in (PLAIN, SpecSettings("draft", 2), SpecSettings("draft", 4, 0, 0.5), SpecSettings("lookup", 8)):
+            req = GenerationRequest(messages=msgs, max_tokens=max_tokens, sampling=greedy, speculative=st)
+            steps, summ = [], None
+            for ev in s.generate(req):
+                if isinstance(ev, StepEvent):
+                    steps.append([ev.source, ev.drafted, ev.accepted, round(ev.draft_ms, 2), round(ev.verify_ms, 2)])
+                elif isinstance(ev, DoneEvent):
+                    summ = ev.summary
+            assert list(summ.tokens) == output, f"{name} {st.label()}: output differs from the recorded one"
+            measured.append(
+                {
+                    "setting": st.to_dict(),
+                    "label": st.label(),
+                    "tok_s": summ.timings.predicted_per_second,
+                    "predicted_ms": summ.timings.predicted_ms,
+                    "steps": steps,
+                }
+            )
+        result["traces"].append(
+            {
+                "name": name,
+                "prompt_tokens": len(prompt),
+                "output": output,
+                "draft_match": match,
+                "draft_conf": conf,
+                "draft_off_conf": off,
+                "lookup": look,
+                "measured": measured,
+            }
+        )
+        print(
+            f"{name}: {len(prompt)} prompt tokens, {len(output)} generated, draft top-1 match "
+            f"{sum(match) / len(match):.2f}, lookup hits {sum(1 for p, m in look if m):d}; "
+            + ", ".join(f"{m['label']} {m['tok_s']:.1f} tok/s" for m in measured)
+            + f" ({time.perf_counter() - t0:.0f}s)",
+            flush=True,
+        )
+        Path(out).write_text(json.dumps(result))
+    s.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def validate(traces: list[dict], target: CostCurve, draft: CostCurve | None, overhead: float, row: float) -> list:
+    rows = []
+    for tr in traces:
+        for m in tr.get("measured", []):
+            sp = m["setting"]
+            s = Setting(sp["source"], sp["n_max"], sp["n_min"], sp["p_min"])
+            pred = simulate([tr], s, tr["prompt_tokens"], target, draft, overhead, row)
+            steps = replay(tr, s)
+            same = list(zip(steps, m["steps"], strict=False))
+            agree = sum(1 for st, ms in same if st[1] == ms[1] and st[2] == ms[2]) / max(len(same), 1)
+            rows.append(
+                {
+                    "trace": tr["name"],
+                    "setting": m["label"],
+                    "measured_tok_s": m["tok_s"],
+                    "predicted_tok_s": round(pred["tok_s"], 2),
+                    "ratio": round(pred["tok_s"] / m["tok_s"], 3) if m["tok_s"] else None,
+                    "steps_measured": len(m["steps"]),
+                    "steps_predicted": len(steps),
+                    "step_agreement": round(agree, 3),
+                }
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "record":
+        ap = argparse.ArgumentParser(prog="simulate.py record")
+        ap.add_argument("--out", required=True)
+        ap.add_argument("--max-tokens", type=int, default=128)
+        ap.add_argument("--prompts", default="code,chat,copy-edit")
+        ap.add_argument("--calib", default="512", help="calibration-corpus prompt lengths (comma list, '' for none)")
+        a = ap.parse_args(argv[1:])
+        record(a.out, a.max_tokens, a.prompts.split(","), [int(x) for x in a.calib.split(",") if x])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--traces", required=True)
+    ap.add_argument("--costs", required=True)
+    ap.add_argument("--target", default=None, help="model name in the costs file (default: first)")
+    ap.add_argument("--draft", default=None, help="draft model name in the costs file (default: second)")
+    ap.add_argument("--contexts", default=None, help="comma list (default: the costs file's depths)")
+    ap.add_argument("--overhead-ms", type=float, default=0.0, help="fixed per-step overhead")
+    ap.add_argument("--row-ms", type=float, default=0.0, help="overhead per verified row")
+    ap.add_argument("--validate", action="store_true", help="compare with the traces' measured runs")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--csv", default=None)
+    a = ap.parse_args(argv)
+    traces = json.loads(Path(a.traces).read_text())["traces"]
+    costs = json.loads(Path(a.costs).read_text())["models"]
+    names = list(costs)
+    tname = a.target or names[0]
+    dname = a.draft or (names[1] if len(names) > 1 else None)
+    target = CostCurve(costs[tname]["ms"])
+    draft = CostCurve(costs[dname]["ms"]) if dname else None
+    if a.validate:
+        rows = validate(traces, target, draft, a.overhead_ms, a.row_ms)
+        print(
+            "| trace | setting | measured tok/s | predicted tok/s | predicted/measured | steps meas/pred "
+            "| step agreement |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(
+                f"| {r['trace']} | {r['setting']} | {r['measured_tok_s']:.2f} | {r['predicted_tok_s']:.2f} | "
+                f"{r['ratio']} | {r['steps_measured']}/{r['steps_predicted']} | {r['step_agreement']} |"
+            )
+        if a.json:
+            Path(a.json).write_text(json.dumps({"validation": rows}, indent=1))
+        return 0
+    contexts = [int(x) for x in a.contexts.split(",")] if a.contexts else target.depths
+    work = [t for t in traces if not t["name"].startswith("calib")]
+    cal = [t for t in traces if t["name"].startswith("calib")] or work
+    settings = grid(draft is not None)
+    table, best_static = frontier(work, cal, contexts, target, draft, a.overhead_ms, a.row_ms, settings)
+    print(
+        f"SIMULATED: traces {a.traces} ({len(work)} workload, {len(cal)} calibration), costs {a.costs} "
+        f"(target {tname}, draft {dname}), overhead {a.overhead_ms} ms/step + {a.row_ms} ms/row"
+    )
+    print(f"best static setting (one for all contexts, chosen on calibration traces): {best_static}")
+    print(
+        "| Context | Static fixed setting | Static TG | DD-selected setting | DD TG | Gain vs static | "
+        "best static | best static TG | DD / best static | oracle (best on workload) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    out_rows = []
+    for r in table:
+        w = r["workload"]
+        fixed, dd, bs = w[FIXED.label()], w[r["dd"]], w[best_static]
+        oracle = max(w, key=w.get)
+        print(
+            f"| {r['context']} | {FIXED.label()} | {fixed:.1f} tok/s | {r['dd']} | {dd:.1f} tok/s | "
+            f"{(dd / fixed - 1) * 100:+.1f}% | {best_static} | {bs:.1f} tok/s | {dd / bs:.3f}x | "
+            f"{oracle} {w[oracle]:.1f} |"
+        )
+        out_rows.append(
+            {
+                "context": r["context"],
+                "fixed": FIXED.label(),
+                "fixed_tok_s": round(fixed, 2),
+                "dd_setting": r["dd"],
+                "dd_tok_s": round(dd, 2),
+                "gain_vs_fixed": round(dd / fixed, 4),
+                "best_static": best_static,
+                "best_static_tok_s": round(bs, 2),
+                "dd_vs_best_static": round(dd / bs, 4),
+                "oracle": oracle,
+                "oracle_tok_s": round(w[oracle], 2),
+                "plain_tok_s": round(w["off"], 2),
+            }
+        )
+    if a.json:
+        Path(a.json).write_text(
+            json.dumps(
+                {
+                    "simulated": True,
+                    "target": tname,
+                    "draft": dname,
+                    "overhead_ms": a.overhead_ms,
+                    "row_ms": a.row_ms,
+                    "rows": out_rows,
+                    "all": table,
+                    "best_static": best_static,
+                },
+                indent=1,
+            )
+        )
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            wr = csv.writer(f)
+            wr.writerow(["context", "setting", "workload_tok_s", "calibration_tok_s"])
+            for r in table:
+                for lbl, v in r["workload"].items():
+                    wr.writerow([r["context"], lbl, round(v, 3), round(r["calibration"][lbl], 3)])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
