@@ -205,10 +205,13 @@ def run_calibration(
                 break
         messages, got = build_messages(session, target, corpus)
         prompt_len[target] = got
-        tick(f"context {got} tokens: plain decoding (reference)")
+        tick(f"context {got} tokens: prefill and plain decoding (reference)")
         t0 = time.perf_counter()
+        # Prefill first (one token), so the reference starts from the same cache state as every later run: all of
+        # them re-decode only the last prompt token. A reference whose first token came from the big prefill batch
+        # would differ at token 0 by batch-size numerics alone (seen on Vulkan), not by anything speculation did.
+        _run_once(session, messages, PLAIN, 1, cancel)
         ref = _run_once(session, messages, PLAIN, plan.gen_tokens, cancel, margins=True)
-        # The first run of a context includes its prefill; its tok/s (generation only) still counts.
         run_seconds.append(time.perf_counter() - t0)
         done += 1
         samples[(target, PLAIN)] = [ref.timings.predicted_per_second]
