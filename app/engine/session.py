@@ -238,7 +238,7 @@ class Session:
 
         # Prefill, reusing the longest common prefix of what the KV cache already holds.
         t_prompt = time.perf_counter()
-        keep = min(common_prefix(self.ctx.tokens, prompt), n_prompt - 1)
+        keep = min(common_prefix(self.ctx.tokens, prompt), n_prompt - 1) if request.cache_prompt else 0
         if not self.ctx.truncate(keep):
             self.ctx.clear()  # recurrent memory cannot drop a partial range: start over
         cache_n = len(self.ctx.tokens)

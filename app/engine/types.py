@@ -46,6 +46,10 @@ class GenerationRequest:
     add_generation_prompt: bool = True
     request_id: str = ""
     collect_margins: bool = False  # record the target's top-2 logit margin per token (exactness checks)
+    # Reuse the KV cache's common prefix (llama.cpp's cache_prompt). False prefills the whole prompt in one fixed
+    # chunking, so the same request gives the same logits whatever ran before it; llama.cpp's logits move slightly
+    # with how a prompt was split into batches, which can flip a greedy near-tie.
+    cache_prompt: bool = True
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):

@@ -211,6 +211,7 @@ def _build(
             speculative=spec,
             pool=spec is not None and spec.source == "pool",
             request_id=request_id,
+            cache_prompt=req.cache_prompt,
             **what,
         )
     except InvalidRequest as e:

@@ -90,6 +90,7 @@ class _SamplingFields(BaseModel):
     logit_bias: dict[str, float] | None = None
     user: str | None = None
     speculative: SpeculativeOptions | None = None
+    cache_prompt: bool = True  # llama.cpp's field: False re-prefills the whole prompt (reproducible logits)
 
 
 class ChatCompletionRequest(_SamplingFields):

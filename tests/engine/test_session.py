@@ -244,3 +244,10 @@ def test_a_model_that_fails_to_load_is_reported_and_never_hangs(tmp_path: Path) 
     with pytest.raises(EngineError, match="failed to load"):
         engine.submit(_chat("hi"))
     engine.close()
+
+
+def test_cache_prompt_false_prefills_everything(small_session: Session) -> None:
+    req = _chat("What is the boiling point of water at sea level?", speculative=PLAIN, max_tokens=8)
+    _run(small_session, req)
+    again = _run(small_session, GenerationRequest(**{**req.__dict__, "cache_prompt": False}))
+    assert again.timings.cache_n == 0 and again.timings.prompt_n == again.prompt_tokens

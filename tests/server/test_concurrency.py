@@ -23,6 +23,9 @@ TOPICS = [
 def _stream_chat(base_url: str, prompt: str) -> tuple[int, Any]:
     """One streaming chat; (200, text) or (status, error body)."""
     body = chat_body(f"{prompt}: describe them in one sentence.", 16, stream=True)
+    # Without the prefix cache the same request always prefills the same way, so greedy output cannot depend on what
+    # the engine served before it (llama.cpp's batch-split numerics); any difference left would be real mixing.
+    body["cache_prompt"] = False
     with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=body, timeout=120) as r:
         if r.status_code != 200:
             r.read()
