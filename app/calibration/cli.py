@@ -8,20 +8,14 @@ import sys
 import threading
 
 from app.calibration.runner import CalibrationCancelled, Progress, default_plan, run_calibration
-from app.engine.session import EngineConfig
+from app.engine.session import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
     mode = "full" if args.full else "quick"
-    config = EngineConfig(
-        model=args.model,
-        draft=args.draft,
-        n_ctx=args.ctx_size,
-        n_threads=args.threads,
-        n_gpu_layers=args.gpu_layers,
-    )
+    config = config_from_args(args)
     cancel = threading.Event()
 
     def show(p: Progress) -> None:

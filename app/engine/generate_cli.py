@@ -7,7 +7,7 @@ import json
 import sys
 
 from app.engine.sampling import SamplingParams
-from app.engine.session import EngineConfig
+from app.engine.session import config_from_args
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEvent, TextEvent
 from app.engine.worker import Engine
 from app.speculative.settings import PLAIN, SpecSettings
@@ -56,15 +56,7 @@ def run_generate(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 2
-    config = EngineConfig(
-        model=args.model,
-        draft=args.draft,
-        n_ctx=args.ctx_size,
-        n_batch=args.batch_size,
-        n_threads=args.threads,
-        n_gpu_layers=args.gpu_layers,
-        dynamic_draft=not args.no_dd,
-    )
+    config = config_from_args(args, dynamic_draft=not args.no_dd)
     try:
         with Engine(config) as engine:
             handle = engine.submit(request)

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +58,20 @@ class EngineConfig:
         if self.default_spec is not None:
             return self.default_spec
         return SpecSettings(source="draft", n_max=16, n_min=0, p_min=0.75) if has_draft else PLAIN
+
+
+def config_from_args(args: Any, **extra: Any) -> EngineConfig:
+    """The EngineConfig the CLI's shared flags describe (--model, --draft, --ctx-size, --batch-size, --threads,
+    --gpu-layers); subcommands without a flag get the default, `extra` sets the rest."""
+    return EngineConfig(
+        model=args.model,
+        draft=getattr(args, "draft", None),
+        n_ctx=getattr(args, "ctx_size", None) or 4096,
+        n_batch=getattr(args, "batch_size", None) or 512,
+        n_threads=getattr(args, "threads", None) or 0,
+        n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
+        **extra,
+    )
 
 
 @dataclass

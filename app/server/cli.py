@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from app.engine.session import EngineConfig
+from app.engine.session import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine
 from app.server.runner import EndpointError, EndpointServer, is_loopback
@@ -29,13 +29,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if not Path(args.model).is_file():
         print(f"dynadraft serve: model not found: {args.model}", file=sys.stderr)
         return 2
-    config = EngineConfig(
-        model=args.model,
-        draft=getattr(args, "draft", None),
-        n_ctx=getattr(args, "ctx_size", None) or 4096,
-        n_threads=getattr(args, "threads", None) or 0,
-        n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
-    )
+    config = config_from_args(args)
     try:
         engine = Engine(config, max_queue=getattr(args, "max_queue", None) or 8).wait_ready()
     except EngineError as e:

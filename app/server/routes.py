@@ -390,12 +390,11 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
             raise ApiError(404, "no Dynamic Draft table is active", code="no_table")
         return table.to_dict() if hasattr(table, "to_dict") else table
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Response:
-        req = await _parse(request, ChatCompletionRequest, state.max_body_bytes)
+    async def generate(request: Request, req: Any, prefix: str, to_generation: Any, fmt: Any, to_body: Any) -> Response:
+        """The flow both completion routes share: check, submit, then stream chunks or answer with one body."""
         check_model(req.model)
-        rid = f"chatcmpl-{uuid.uuid4().hex}"
-        gen_req = adapters.chat_to_generation(req, has_draft=state.has_draft, request_id=rid)
+        rid = f"{prefix}-{uuid.uuid4().hex}"
+        gen_req = to_generation(req, has_draft=state.has_draft, request_id=rid)
         gen_req = await resolve_max_tokens(gen_req, adapters.requested_max_tokens(req))
         gen = submit(gen_req)
         created = int(time.time())
@@ -403,32 +402,26 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
             if req.stream:
                 include_usage = bool(req.stream_options and req.stream_options.include_usage)
                 first = await first_event(request, gen)
-                return stream_response(gen, first, _ChatFormat(rid, created, state.model_id, include_usage))
+                return stream_response(gen, first, fmt(rid, created, state.model_id, include_usage))
             summary = await collect(request, gen)
         except _ClientGone:
             return Response(status_code=499)  # nobody reads it; nginx's "client closed request"
-        body = adapters.chat_completion(summary, id=rid, created=created, model=state.model_id)
+        body = to_body(summary, id=rid, created=created, model=state.model_id)
         return JSONResponse(body.model_dump(mode="json", exclude_none=True))
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        req = await _parse(request, ChatCompletionRequest, state.max_body_bytes)
+        return await generate(
+            request, req, "chatcmpl", adapters.chat_to_generation, _ChatFormat, adapters.chat_completion
+        )
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         req = await _parse(request, CompletionRequest, state.max_body_bytes)
-        check_model(req.model)
-        rid = f"cmpl-{uuid.uuid4().hex}"
-        gen_req = adapters.completion_to_generation(req, has_draft=state.has_draft, request_id=rid)
-        gen_req = await resolve_max_tokens(gen_req, adapters.requested_max_tokens(req))
-        gen = submit(gen_req)
-        created = int(time.time())
-        try:
-            if req.stream:
-                include_usage = bool(req.stream_options and req.stream_options.include_usage)
-                first = await first_event(request, gen)
-                return stream_response(gen, first, _CompletionFormat(rid, created, state.model_id, include_usage))
-            summary = await collect(request, gen)
-        except _ClientGone:
-            return Response(status_code=499)
-        body = adapters.completion(summary, id=rid, created=created, model=state.model_id)
-        return JSONResponse(body.model_dump(mode="json", exclude_none=True))
+        return await generate(
+            request, req, "cmpl", adapters.completion_to_generation, _CompletionFormat, adapters.completion
+        )
 
 
 def _failed(gen: Generation, err: EngineError) -> ApiError:
