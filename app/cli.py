@@ -9,16 +9,6 @@ from collections.abc import Callable, Sequence
 
 from app import __version__
 
-NOT_BUILT = 2  # exit code of a subcommand that this version does not provide yet
-
-
-def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
-    def run(_args: argparse.Namespace) -> int:
-        print(f"dynadraft {name}: not built yet in DynaDraft {__version__}.", file=sys.stderr)
-        return NOT_BUILT
-
-    return run
-
 
 def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     """Import a subcommand's implementation only when it runs, so `--help` stays fast."""
