@@ -299,9 +299,9 @@ class CalibrationPanel(QWidget):
         self.status = QLabel("")
         self.status.setWordWrap(True)
         self.report = QTableWidget(0, 6)
-        self.report.setHorizontalHeaderLabels(
-            ["Context", "Static fixed setting", "Static TG", "DD-selected setting", "DD TG", "Gain vs static"]
-        )
+        from app.policy.report import COLUMNS
+
+        self.report.setHorizontalHeaderLabels(list(COLUMNS))
         self.report.horizontalHeader().setStretchLastSection(True)
         self.report.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.plot = pg.PlotWidget(title="Frontier: generation tok/s by prompt length")
@@ -418,24 +418,13 @@ class CalibrationPanel(QWidget):
 
     def show_result(self, result: Any) -> None:
         """Fill the static-vs-DD table and the frontier plot from a calibration result."""
-        from app.policy.report import comparison_rows
-
-        def tps(v: float | None) -> str:
-            return "n/a" if v is None else f"{v:.2f} tok/s"
+        from app.policy.report import comparison_rows, display_cells
 
         rows = comparison_rows(result.table)
         self.report.setRowCount(len(rows))
         for i, r in enumerate(rows):
-            cells = [
-                r.context,
-                r.static_setting.label(),
-                tps(r.static_tps),
-                r.dd_setting.label(),
-                tps(r.dd_tps),
-                r.gain_label,
-            ]
-            for j, text in enumerate(cells):
-                self.report.setItem(i, j, QTableWidgetItem(str(text)))
+            for j, text in enumerate(display_cells(r)):
+                self.report.setItem(i, j, QTableWidgetItem(text))
         self.plot.clear()
         by_setting: dict[str, list[tuple[float, float]]] = {}
         for row in result.table.rows:

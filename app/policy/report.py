@@ -89,19 +89,16 @@ def _tps(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f} tok/s"
 
 
+def display_cells(r: ComparisonRow) -> tuple[str, ...]:
+    """One row as the text of the COLUMNS (Markdown report and the app's table share it)."""
+    return (r.context, r.static_setting.label(), _tps(r.static_tps), r.dd_setting.label(), _tps(r.dd_tps), r.gain_label)
+
+
 def to_markdown(rows: list[ComparisonRow]) -> str:
     """A Markdown table in the seed's layout."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
-        cells = (
-            r.context,
-            r.static_setting.label(),
-            _tps(r.static_tps),
-            r.dd_setting.label(),
-            _tps(r.dd_tps),
-            r.gain_label,
-        )
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(display_cells(r)) + " |")
     return "\n".join(lines) + "\n"
 
 
