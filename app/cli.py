@@ -64,6 +64,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=512, metavar="N")
     p.add_argument("--threads", type=int, default=0, metavar="N", help="0: all cores")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers to offload (-1: all)")
+    p.add_argument("--flash-attn", action="store_true", help="use flash attention (recalibrate when changed)")
     p.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off for this run")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=_lazy("app.engine.generate_cli", "run_generate"))
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctx-size", type=int, default=4096, metavar="N")
     p.add_argument("--threads", type=int, default=0, metavar="N")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
+    p.add_argument("--flash-attn", action="store_true", help="use flash attention (recalibrate when changed)")
     p.add_argument("--max-queue", type=int, default=8, metavar="N", help="waiting requests before 429")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this CORS origin")
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
@@ -104,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctx-size", type=int, default=8192, metavar="N")
     p.add_argument("--threads", type=int, default=0, metavar="N")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
+    p.add_argument("--flash-attn", action="store_true", help="use flash attention (recalibrate when changed)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("app.calibration.cli", "run_calibrate"))
 

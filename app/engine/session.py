@@ -62,7 +62,7 @@ class EngineConfig:
 
 def config_from_args(args: Any, **extra: Any) -> EngineConfig:
     """The EngineConfig the CLI's shared flags describe (--model, --draft, --ctx-size, --batch-size, --threads,
-    --gpu-layers); subcommands without a flag get the default, `extra` sets the rest."""
+    --gpu-layers, --flash-attn); subcommands without a flag get the default, `extra` sets the rest."""
     return EngineConfig(
         model=args.model,
         draft=getattr(args, "draft", None),
@@ -70,6 +70,7 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
         n_batch=getattr(args, "batch_size", None) or 512,
         n_threads=getattr(args, "threads", None) or 0,
         n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
+        flash_attn=bool(getattr(args, "flash_attn", False)),
         **extra,
     )
 
