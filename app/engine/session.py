@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -31,6 +32,8 @@ from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftModelSource, DraftSource, PromptLookupSource, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
 from app.speculative.verify import verify_greedy, verify_sampled
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -315,6 +318,9 @@ class Session:
 
     def _source_for_step(self, run: _Run, history: list[int]) -> tuple[DraftSource | None, int, Draft | None]:
         """The source and depth for this step; with the pool, also a prompt-lookup draft it already made."""
+        if self.speculation_disabled_reason:
+            run.arm = "none"
+            return None, 0, None
         if run.pool is not None:
             # A lookup proposal costs microseconds, so make it first: lookup competes only when it has a match.
             peek = None
@@ -352,7 +358,13 @@ class Session:
             d = ready or src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
             draft_tokens, dists, draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
 
-        checkpoint = ctx.save_state() if (draft_tokens and self.model.is_recurrent) else None
+        checkpoint = None
+        if draft_tokens and self.model.is_recurrent:
+            try:
+                checkpoint = ctx.save_state()
+            except LlamaError as e:
+                self._disable_speculation(f"cannot checkpoint the recurrent state for rollback ({e})")
+                draft_tokens, dists = [], []
         t0 = time.perf_counter()
         try:
             ctx.decode([last, *draft_tokens], logits_from=0)
@@ -378,9 +390,19 @@ class Session:
             run.margins.extend(top2_margin(ctx.logits(i)) for i in range(a + 1))
         if a < len(draft_tokens) and not ctx.truncate(n_kv + 1 + a):
             # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
-            assert checkpoint is not None
-            ctx.load_state(checkpoint)
-            ctx.decode([last, *draft_tokens[:a]])
+            try:
+                if checkpoint is None:
+                    raise LlamaError("the memory cannot drop a partial range and no checkpoint was taken")
+                ctx.load_state(checkpoint)
+                ctx.decode([last, *draft_tokens[:a]])
+            except LlamaError as e:
+                # Never continue from a wrong state: rebuild it from the committed tokens, then decode plainly.
+                self._disable_speculation(f"rollback of the target memory failed ({e})")
+                ctx.clear()
+                try:
+                    ctx.prefill([*history, *draft_tokens[:a]])
+                except LlamaError as e2:
+                    raise EngineError(f"decode failed: {e2}") from e2
         verify_ms = (time.perf_counter() - t0) * 1000.0
         if src is not None:
             src.rollback(n_kv + 1 + a)
@@ -408,6 +430,11 @@ class Session:
             t=time.perf_counter(),
             n_generated=len(run.generated),
         )
+
+    def _disable_speculation(self, reason: str) -> None:
+        """Rollback is impossible for this model: plain decoding from now on (this and later requests)."""
+        self.speculation_disabled_reason = f"speculation turned off: {reason}"
+        log.warning("%s: %s", self.model.path.name, self.speculation_disabled_reason)
 
     def _emit(self, run: _Run, tokens: list[int], n_drafted: int) -> Iterator[Event]:
         """Commit tokens in order, stopping at end-of-generation, max_tokens or a stop string."""

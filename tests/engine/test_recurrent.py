@@ -1,40 +1,64 @@
-"""Speculative decoding on recurrent memory: the checkpoint/restore rollback path, on a tiny random Mamba.
+"""Speculative decoding on recurrent and hybrid memory: the checkpoint/restore rollback path, on tiny random models.
 
 Recurrent (and hybrid) memory cannot drop a partial range of positions, so after rejected draft tokens the session
 restores a checkpoint taken before the verify decode and re-decodes [last] + the accepted tokens. These tests run
-that path for real: the model is a 2-layer random-weight Mamba written by tests/engine/tiny_gguf.py (~0.5 MB,
-loads in milliseconds). Its text is gibberish, but greedy decoding is deterministic and loops, which gives prompt
-lookup drafts that are partly accepted and partly rejected.
+that path for real on two models written by tests/engine/tiny_gguf.py (< 1 MB each, load in milliseconds):
+
+* "mamba": a 2-layer random Mamba, pure recurrent memory (llama_model_is_recurrent);
+* "qwen35": a 4-layer random Qwen3.5, the hybrid that users run: gated delta-net layers (recurrent state) and
+  gated full-attention layers (KV cache) interleaved (llama_model_is_hybrid). A rollback must restore both.
+
+Their text is gibberish, but greedy decoding is deterministic and loops, which gives prompt lookup drafts that are
+partly accepted and partly rejected; a test-only source drafts the target's own continuation (the target as its
+own draft model) with one token changed, so that every step rolls back after accepting 0..n_max-1 tokens.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import llama_cpp as L
+import numpy as np
 import pytest
 
-from app.engine.llama import Context
+from app.engine.llama import Context, LlamaError
 from app.engine.sampling import SamplingParams
-from app.engine.session import EngineConfig, Session
-from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
-from app.speculative.exactness import compare
+from app.engine.session import EngineConfig, Session, top2_margin
+from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, StepEvent
+from app.speculative.exactness import Exactness, compare
 from app.speculative.settings import PLAIN, SpecSettings
-from tests.engine.tiny_gguf import write_tiny_mamba
+from app.speculative.sources import Draft, DraftSource
+from tests.engine.tiny_gguf import write_tiny_mamba, write_tiny_qwen35
 
 GREEDY = SamplingParams(temperature=0.0)
 LOOKUP = SpecSettings(source="lookup", n_max=4)
-# With this model (seed 3) greedy decoding of this prompt falls into a loop after a few tokens: lookup drafts are
-# rejected before the loop and accepted inside it, so the rollback runs several times in one request.
-PROMPT = "hello world hello world"
 
 
-@pytest.fixture(scope="session")
-def tiny_mamba_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # mix 0.7: the recurrent state weighs enough that losing it changes the tokens (see the broken-rollback test);
-    # out_std 2.0: logits several units apart, so a wrong token is not excused as a near-tie.
-    return write_tiny_mamba(tmp_path_factory.mktemp("tiny-mamba") / "tiny-mamba.gguf", seed=3, mix=0.7, out_std=2.0)
+@dataclass(frozen=True)
+class TinyModel:
+    name: str
+    path: Path
+    prompt: str  # greedy decoding of it loops after a few tokens: lookup drafts are rejected, then accepted
+
+
+# Seeds chosen so that greedy decoding of the prompt falls into a loop after a few tokens (lookup drafts are rejected
+# before the loop and accepted inside it: several rollbacks per request), while the memory weighs enough that losing
+# it changes the tokens (see the broken-rollback test). out_std 2.0: logits several units apart, so a wrong token is
+# not excused as a near-tie.
+_WRITERS = {
+    "mamba": lambda path: write_tiny_mamba(path, seed=3, mix=0.7, out_std=2.0),
+    "qwen35": lambda path: write_tiny_qwen35(path, seed=9, mix=0.3, out_std=2.0),
+}
+
+
+@pytest.fixture(scope="session", params=sorted(_WRITERS))
+def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> TinyModel:
+    name = request.param
+    path = _WRITERS[name](tmp_path_factory.mktemp(f"tiny-{name}") / f"tiny-{name}.gguf")
+    return TinyModel(name, path, "hello world hello world")
 
 
 def _session(path: Path) -> Session:
@@ -43,8 +67,8 @@ def _session(path: Path) -> Session:
 
 
 @pytest.fixture
-def session(tiny_mamba_path: Path) -> Iterator[Session]:
-    s = _session(tiny_mamba_path)
+def session(tiny: TinyModel) -> Iterator[Session]:
+    s = _session(tiny.path)
     yield s
     s.close()
 
@@ -55,28 +79,86 @@ def _raw(prompt: str, **kw) -> GenerationRequest:
     return GenerationRequest(prompt=prompt, **kw)
 
 
+def _events(session: Session, req: GenerationRequest) -> tuple[GenerationSummary, list[StepEvent]]:
+    events = list(session.generate(req))
+    done = [ev for ev in events if isinstance(ev, DoneEvent)]
+    return done[0].summary, [ev for ev in events if isinstance(ev, StepEvent)]
+
+
 def _run(session: Session, req: GenerationRequest) -> GenerationSummary:
-    done = [ev for ev in session.generate(req) if isinstance(ev, DoneEvent)]
-    return done[0].summary
+    return _events(session, req)[0]
 
 
-def test_tiny_mamba_is_recurrent_and_cannot_drop_a_partial_range(session: Session) -> None:
-    assert session.model.is_recurrent
-    assert bool(L.llama_model_is_recurrent(session.model.ptr))
+class _OneWrongToken:
+    """The draft model source, with one drafted token changed, at a position that rotates step by step.
+
+    The draft is the target itself, so it proposes the target's own greedy continuation: the verifier accepts the
+    tokens before the changed one and rejects the rest, and every step rolls the memory back after accepting 0, 1,
+    .., n_max-1 tokens (a replay of every length). The draft context is hybrid/recurrent too: it rolls back by
+    clearing and re-prefilling (see DraftModelSource), independently of the target, so it keeps proposing the right
+    continuation even when the target's rollback is broken.
+    """
+
+    name = "draft"
+
+    def __init__(self, inner: DraftSource, n_vocab: int) -> None:
+        self.inner = inner
+        self.n_vocab = n_vocab
+        self.n_proposed = 0
+
+    def propose(self, *args: Any) -> Draft:
+        out = self.inner.propose(*args)
+        if out.tokens:
+            j = self.n_proposed % len(out.tokens)
+            out.tokens[j] = 3 + (out.tokens[j] - 2) % (self.n_vocab - 3)  # another token, never <unk>/<s>/</s>
+            self.n_proposed += 1
+        return out
+
+    def rollback(self, n_committed: int) -> None:
+        self.inner.rollback(n_committed)
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+
+ONE_WRONG = SpecSettings(source="draft", n_max=4, p_min=0.0)
+
+
+@pytest.fixture
+def self_drafting(tiny: TinyModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[Session]:
+    """A session whose draft model is the target itself, drafting through _OneWrongToken."""
+    s = Session(EngineConfig(model=str(tiny.path), draft=str(tiny.path), n_ctx=512, n_batch=64, n_threads=1))
+    monkeypatch.setitem(s.sources, "draft", _OneWrongToken(s.sources["draft"], s.model.vocab.n_vocab))
+    yield s
+    s.close()
+
+
+def test_tiny_model_memory_cannot_drop_a_partial_range(tiny: TinyModel, session: Session) -> None:
+    assert session.model.meta("general.architecture") == tiny.name
+    assert session.model.is_recurrent  # the engine's flag: take checkpoints before verifying
+    ptr = session.model.ptr
+    if tiny.name == "mamba":
+        assert L.llama_model_is_recurrent(ptr) and not L.llama_model_is_hybrid(ptr)
+    else:  # attention KV cache and recurrent state side by side
+        assert L.llama_model_is_hybrid(ptr) and not L.llama_model_is_recurrent(ptr)
+        # Layers: delta-net, attention, delta-net, attention.
+        assert session.model.meta("qwen35.block_count") == "4"
+        assert session.model.meta("qwen35.full_attention_interval") == "2"
     ctx = session.ctx
     tokens = session.model.vocab.tokenize("the cat sat on the mat and the dog ran", add_special=True)[:10]
     assert len(tokens) == 10
     ctx.prefill(tokens)
-    assert not ctx.truncate(5)  # recurrent state has no per-position history to cut back to
+    assert not L.llama_memory_seq_rm(ctx.mem, 0, 5, -1)  # recurrent state has no per-position history
+    assert not ctx.truncate(5)
     assert ctx.tokens == tokens  # a failed truncate leaves the bookkeeping as it was
     assert ctx.truncate(10)  # nothing to drop: fine
     ctx.clear()
     assert ctx.tokens == []
 
 
-def test_checkpoint_restores_the_state_exactly(session: Session) -> None:
+def test_checkpoint_restores_the_state_exactly(tiny: TinyModel, session: Session) -> None:
     ctx = session.ctx
-    tokens = session.model.vocab.tokenize(PROMPT, add_special=True)
+    tokens = session.model.vocab.tokenize(tiny.prompt, add_special=True)
     ctx.prefill(tokens)
     ctx.decode([8])
     reference = ctx.logits(-1).copy()
@@ -92,9 +174,9 @@ def test_checkpoint_restores_the_state_exactly(session: Session) -> None:
     ctx.clear()
 
 
-def test_greedy_lookup_speculation_rolls_back_recurrent_state_exactly(session: Session) -> None:
-    plain = _run(session, _raw(PROMPT, speculative=PLAIN, collect_margins=True))
-    spec = _run(session, _raw(PROMPT, speculative=LOOKUP))
+def test_greedy_lookup_speculation_rolls_back_exactly(tiny: TinyModel, session: Session) -> None:
+    plain = _run(session, _raw(tiny.prompt, speculative=PLAIN, collect_margins=True))
+    spec = _run(session, _raw(tiny.prompt, speculative=LOOKUP))
     assert len(plain.tokens) == 48
     t = spec.timings
     assert t.draft_n > t.draft_n_accepted > 0, (t.draft_n, t.draft_n_accepted)  # rejections: the rollback ran
@@ -103,24 +185,118 @@ def test_greedy_lookup_speculation_rolls_back_recurrent_state_exactly(session: S
     assert verdict.acceptable, verdict.describe()
 
 
-def test_a_broken_rollback_is_caught(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check above bites: restoring an empty state instead of the checkpoint gives confidently wrong tokens."""
-    plain = _run(session, _raw(PROMPT, speculative=PLAIN, collect_margins=True))
+def test_a_rollback_at_every_step_and_every_depth_is_exact(self_drafting: Session, tiny: TinyModel) -> None:
+    plain = _run(self_drafting, _raw(tiny.prompt, speculative=PLAIN, collect_margins=True))
+    spec, steps = _events(self_drafting, _raw(tiny.prompt, speculative=ONE_WRONG))
+    verdict = compare(plain.tokens, plain.margins, spec.tokens)
+    assert verdict.acceptable, verdict.describe()
+    drafted = [(s.drafted, s.accepted) for s in steps if s.drafted]
+    # Every full-depth draft rejected its wrong token, after accepting each possible number of tokens before it.
+    assert all(a < d for d, a in drafted), drafted
+    assert {a for d, a in drafted if d == ONE_WRONG.n_max} == set(range(ONE_WRONG.n_max)), drafted
+    assert all(s.drafted for s in steps[:-1])  # a draft at every step (the last may have no room)
+    assert len(drafted) >= 8
+
+
+def test_the_state_after_rollbacks_continues_like_a_fresh_context(self_drafting: Session, tiny: TinyModel) -> None:
+    """What a request leaves in the memory (after many restores and replays) is the state of its tokens."""
+    gap, verdict = _continue_after_rollbacks(self_drafting, tiny.prompt)
+    # The first continuation rows differ only by batch-size numerics: measured 2e-5 (Mamba) and 5e-5 (Qwen3.5) on
+    # logits spanning ~90 units, against 1.9 and 13.6 when the restore loses the state (the broken-rollback test).
+    assert gap < 1e-2
+    assert verdict.acceptable, verdict.describe()
+
+
+def _continue_after_rollbacks(session: Session, prompt: str) -> tuple[float, Exactness]:
+    """Run a request that ends in rollbacks, then continue greedily from the memory it left and from a fresh context
+    prefilled with the same tokens: the largest logit gap on the first row and the tokens' exactness verdict."""
+    spec, steps = _events(session, _raw(prompt, speculative=ONE_WRONG))
+    assert sum(s.accepted < s.drafted for s in steps[-3:]) >= 2 and spec.finish_reason == "length"
+    committed = session.format_prompt(_raw(prompt)) + list(spec.tokens)
+    ctx = session.ctx
+    assert ctx.tokens == committed[:-1]  # the last token is committed but not decoded yet
+    fresh = Context(session.model, ctx.params)
+    try:
+        fresh.prefill(committed[:-1])  # the same tokens, in one batch
+        expected, margins, expected_row = _greedy_continue(fresh, committed[-1], 24)
+    finally:
+        fresh.close()
+    got, _, got_row = _greedy_continue(ctx, committed[-1], 24)
+    return float(np.abs(got_row - expected_row).max()), compare(expected, margins, got)
+
+
+def _greedy_continue(ctx: Context, token: int, n: int) -> tuple[list[int], list[float], np.ndarray]:
+    """n greedy tokens after `token`, one decode each, with the top-2 margins and the first row's logits."""
+    out: list[int] = []
+    margins: list[float] = []
+    first = None
+    for _ in range(n):
+        ctx.decode([token])
+        logits = ctx.logits(-1)
+        first = logits.copy() if first is None else first
+        margins.append(top2_margin(logits))
+        token = int(np.argmax(logits))
+        out.append(token)
+    assert first is not None
+    return out, margins, first
+
+
+def test_a_broken_rollback_is_caught(
+    tiny: TinyModel, session: Session, self_drafting: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks above bite: restoring an empty state instead of the checkpoint gives confidently wrong tokens,
+    and leaves a memory that no longer continues like its tokens."""
+    plain = _run(session, _raw(tiny.prompt, speculative=PLAIN, collect_margins=True))
 
     def lose_state(self: Context, state: tuple[bytes, list[int]]) -> None:
         L.llama_memory_seq_rm(self.mem, 0, -1, -1)
         self.tokens = list(state[1])
 
     monkeypatch.setattr(Context, "load_state", lose_state)
-    broken = _run(session, _raw(PROMPT, speculative=LOOKUP))
+    broken = _run(session, _raw(tiny.prompt, speculative=LOOKUP))
     assert broken.timings.draft_n > broken.timings.draft_n_accepted
     assert not compare(plain.tokens, plain.margins, broken.tokens).acceptable
+    broken_one_wrong = _run(self_drafting, _raw(tiny.prompt, speculative=ONE_WRONG))
+    assert not compare(plain.tokens, plain.margins, broken_one_wrong.tokens).acceptable
+    gap, _ = _continue_after_rollbacks(self_drafting, tiny.prompt)
+    assert gap > 1.0
 
 
-def test_prefix_sharing_request_re_prefills_and_equals_a_fresh_session(tiny_mamba_path: Path) -> None:
-    first = _raw(PROMPT, speculative=LOOKUP)
-    follow = _raw(PROMPT + " the cat sat on the mat", speculative=LOOKUP, max_tokens=32)
-    warm = _session(tiny_mamba_path)
+@pytest.mark.parametrize("failing", ["save_state", "load_state"])
+def test_impossible_rollback_turns_speculation_off_with_a_reason(
+    tiny: TinyModel, session: Session, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """If the memory can't be checkpointed or restored, the output stays exact and speculation stops, saying why."""
+    plain = _run(session, _raw(tiny.prompt, speculative=PLAIN, collect_margins=True))
+
+    def fail(self: Context, *_: object) -> None:
+        raise LlamaError(f"{failing} refused (test)")
+
+    monkeypatch.setattr(Context, failing, fail)
+    assert session.speculation_disabled_reason is None
+    spec, steps = _events(session, _raw(tiny.prompt, speculative=LOOKUP))
+    reason = session.speculation_disabled_reason
+    assert reason is not None and f"{failing} refused (test)" in reason
+    assert ("checkpoint" if failing == "save_state" else "rollback") in reason
+    verdict = compare(plain.tokens, plain.margins, spec.tokens)
+    assert verdict.acceptable, verdict.describe()
+    # Nothing was drafted after the failure: a failed checkpoint verifies no draft at all, a failed restore ends
+    # drafting at the step that needed it (its memory rebuilt from the committed tokens).
+    drafted = [i for i, s in enumerate(steps) if s.drafted]
+    if failing == "save_state":
+        assert drafted == []
+    else:
+        assert drafted and steps[drafted[-1]].accepted < steps[drafted[-1]].drafted
+        assert all(s.accepted == s.drafted for s in steps[: drafted[-1]])
+    again = _run(session, _raw(tiny.prompt, speculative=LOOKUP))  # later requests: plain decoding
+    assert again.settings.is_plain and again.timings.draft_n == 0
+    assert again.tokens == spec.tokens
+
+
+def test_prefix_sharing_request_re_prefills_and_equals_a_fresh_session(tiny: TinyModel) -> None:
+    first = _raw(tiny.prompt, speculative=LOOKUP)
+    follow = _raw(tiny.prompt + " the cat sat on the mat", speculative=LOOKUP, max_tokens=32)
+    warm = _session(tiny.path)
     try:
         s1 = _run(warm, first)
         assert s1.timings.draft_n > s1.timings.draft_n_accepted  # the cache was rolled back before this request
@@ -132,7 +308,7 @@ def test_prefix_sharing_request_re_prefills_and_equals_a_fresh_session(tiny_mamb
     # and recurrent memory cannot drop them: the session clears and re-prefills everything.
     assert s2.timings.cache_n == 0 and s2.timings.prompt_n == s2.prompt_tokens
     assert again.timings.cache_n == 0
-    fresh = _session(tiny_mamba_path)
+    fresh = _session(tiny.path)
     try:
         s3 = _run(fresh, follow)
     finally:
