@@ -10,6 +10,10 @@ compiles pipelines lazily per shape), then timed `--reps` times; the median is k
 (greedy, 128 tokens) with plain decoding, the draft model and prompt lookup at a few contexts, with every StepEvent
 recorded, so the simulator can be checked against the engine on the same device. Works on any llama.cpp backend
 (set n_gpu_layers with DD_NGL, default -1).
+
+Environment: DD_CONTEXTS, DD_BATCHES, DD_REPS (costs); DD_FLASH = "0", "1" or "0,1" (flash attention off/on; for
+`costs` each setting gets its own entry, NAME and NAME+fa, so one file holds both curves); DD_ENGINE_CONTEXTS,
+DD_MAX_TOKENS (engine).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 
 NGL = int(os.environ.get("DD_NGL", "-1"))
 THREADS = int(os.environ.get("DD_THREADS", "0"))
+FLASH = [v.strip() == "1" for v in os.environ.get("DD_FLASH", "0").split(",")]
 
 
 def devices(out: str) -> None:
@@ -48,49 +53,60 @@ def costs(out: str, specs: list[str], contexts=(128, 1024, 4096, 8192), batches=
     from app.engine.llama import Context, ContextParams, Model, ModelParams
 
     contexts = tuple(int(c) for c in os.environ.get("DD_CONTEXTS", ",".join(map(str, contexts))).split(","))
+    batches = tuple(int(b) for b in os.environ.get("DD_BATCHES", ",".join(map(str, batches))).split(","))
     reps = int(os.environ.get("DD_REPS", reps))
     result = {"n_gpu_layers": NGL, "threads": THREADS, "reps": reps, "models": {}}
+    if Path(out).exists():  # add to an earlier run's file (one file per device)
+        result["models"] = json.loads(Path(out).read_text()).get("models", {})
     for spec in specs:
         name, path = spec.split("=", 1)
         t_load = time.perf_counter()
         m = Model(path, ModelParams(NGL))
-        ctx = Context(m, ContextParams(n_ctx=max(contexts) + 64, n_batch=512, n_threads=THREADS))
         load_s = time.perf_counter() - t_load
-        rng = np.random.default_rng(0)
-        n_vocab = m.vocab.n_vocab
-        rows: dict[str, dict[str, float]] = {}
-        for c in contexts:
-            ctx.clear()
-            toks = [int(t) for t in rng.integers(1000, 100000 if n_vocab > 100000 else n_vocab - 1, size=c)]
-            t0 = time.perf_counter()
-            ctx.prefill(toks)
-            prefill_ms = (time.perf_counter() - t0) * 1000
-            rows[str(c)] = {"prefill_ms": round(prefill_ms, 2)}
-            for b in batches:
-                batch = [int(t) for t in rng.integers(1000, 30000, size=b)]
-
-                def once(batch=batch, b=b, c=c, ctx=ctx) -> float:  # noqa: B008
-                    t = time.perf_counter()
-                    ctx.decode(batch, logits_from=0)
-                    for i in range(b):
-                        ctx.logits(i)
-                    dt = (time.perf_counter() - t) * 1000
-                    ctx.truncate(c)
-                    return dt
-
-                once(), once()  # warm: pipeline compilation for this shape
-                times = [once() for _ in range(reps)]
-                rows[str(c)][str(b)] = round(statistics.median(times), 4)
-            print(name, c, {b: rows[str(c)][str(b)] for b in (1, 2, 4, 8, 12, 16)}, flush=True)
-        result["models"][name] = {
-            "path": os.path.basename(path),
-            "load_s": round(load_s, 2),
-            "ms": rows,
-            "size": os.path.getsize(path),
-        }
-        ctx.close()
+        for fa in FLASH:
+            key = name + ("+fa" if fa else "")
+            ctx = Context(m, ContextParams(n_ctx=max(contexts) + 64, n_batch=512, n_threads=THREADS, flash_attn=fa))
+            rows = _cost_rows(ctx, m.vocab.n_vocab, contexts, batches, reps, key)
+            result["models"][key] = {
+                "path": os.path.basename(path),
+                "flash_attn": fa,
+                "load_s": round(load_s, 2),
+                "ms": rows,
+                "size": os.path.getsize(path),
+            }
+            ctx.close()
+            Path(out).write_text(json.dumps(result, indent=1))  # after each curve: a timeout keeps what was done
         m.close()
-        Path(out).write_text(json.dumps(result, indent=1))
+
+
+def _cost_rows(ctx, n_vocab: int, contexts, batches, reps: int, label: str) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
+    """Median ms of one b-token decode (logits on every row, every row read) at each KV depth."""
+    rng = np.random.default_rng(0)
+    rows: dict[str, dict[str, float]] = {}
+    for c in contexts:
+        ctx.clear()
+        toks = [int(t) for t in rng.integers(1000, 100000 if n_vocab > 100000 else n_vocab - 1, size=c)]
+        t0 = time.perf_counter()
+        ctx.prefill(toks)
+        prefill_ms = (time.perf_counter() - t0) * 1000
+        rows[str(c)] = {"prefill_ms": round(prefill_ms, 2)}
+        for b in batches:
+            batch = [int(t) for t in rng.integers(1000, 30000, size=b)]
+
+            def once(batch=batch, b=b, c=c) -> float:  # noqa: B008
+                t = time.perf_counter()
+                ctx.decode(batch, logits_from=0)
+                for i in range(b):
+                    ctx.logits(i)
+                dt = (time.perf_counter() - t) * 1000
+                ctx.truncate(c)
+                return dt
+
+            once(), once()  # warm: pipeline compilation for this shape
+            times = [once() for _ in range(reps)]
+            rows[str(c)][str(b)] = round(statistics.median(times), 4)
+        print(label, c, f"prefill {prefill_ms:.0f} ms", {b: rows[str(c)][str(b)] for b in batches}, flush=True)
+    return rows
 
 
 def engine(out: str, target: str, draft: str, contexts=(512, 4096), max_tokens=128) -> None:
@@ -110,6 +126,7 @@ def engine(out: str, target: str, draft: str, contexts=(512, 4096), max_tokens=1
             n_batch=512,
             n_threads=THREADS,
             n_gpu_layers=NGL,
+            flash_attn=FLASH[-1],
             dynamic_draft=False,
         )
     )

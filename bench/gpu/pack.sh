@@ -15,5 +15,7 @@ tar -C "$SITE" --exclude='__pycache__' -cJf $D/payload.tar.xz llama_cpp diskcach
 PY=${PYTHON:-.venv/bin/python}
 [ -f $D/skel/q15b.skel ] || $PY bench/gpu/shapegguf.py skeleton $M/Qwen2.5-Coder-1.5B-Instruct.gguf $D/skel/q15b.skel
 [ -f $D/skel/q05b.skel ] || $PY bench/gpu/shapegguf.py skeleton $M/Qwen2.5-Coder-0.5B-Instruct.gguf $D/skel/q05b.skel
-[ -f $D/skel/q7b.skel ] || $PY bench/gpu/shapegguf.py derive7b $M/Qwen2.5-Coder-1.5B-Instruct.gguf $D/skel/q7b.skel
+for s in 7b 14b 32b; do
+  [ -f $D/skel/q$s.skel ] || $PY bench/gpu/shapegguf.py derive $s $M/Qwen2.5-Coder-1.5B-Instruct.gguf $D/skel/q$s.skel
+done
 du -sh $D/*

@@ -7,7 +7,7 @@ it); `synth` writes the full file on the other side with the same layout and syn
 quants, small valid f16 scales), so no re-quantisation is needed and the per-tensor types are exactly the real ones.
 
   python bench/gpu/shapegguf.py skeleton REAL.gguf OUT.skel
-  python bench/gpu/shapegguf.py derive7b REAL_1.5B.gguf OUT.skel      # Qwen2.5-7B shapes (needs gguf-py)
+  python bench/gpu/shapegguf.py derive 7b|14b|32b REAL_1.5B.gguf OUT.skel   # Qwen2.5 shapes (needs gguf-py)
   python bench/gpu/shapegguf.py synth OUT.skel MODEL.gguf
 
 Only the standard library and numpy are used by `skeleton` and `synth` (the GPU machine has no gguf package).
@@ -148,22 +148,33 @@ def synth(skel: str, out: str, seed: int = 0) -> int:
     return size
 
 
-def derive7b(real_15b: str, out: str) -> None:
-    """A Qwen2.5-7B-shaped skeleton from the 1.5B's: hidden 3584, 28 layers, 28/4 heads, FFN 18944; the same
-    per-tensor quantisation types as the 1.5B Q4_K_M (so Q6_K on half of attn_v/ffn_down and on output)."""
+# Qwen2.5 dense shapes (config.json of each size): hidden, layers, attention heads, KV heads, FFN width.
+# All share the 0.5B/1.5B tokenizer, so the real 0.5B stays a valid draft for every one of them.
+QWEN25_SHAPES = {
+    "7b": (3584, 28, 28, 4, 18944),
+    "14b": (5120, 48, 40, 8, 13824),
+    "32b": (5120, 64, 40, 8, 27648),
+}
+
+
+def derive(size: str, real_15b: str, out: str) -> None:
+    """A Qwen2.5-SIZE-shaped skeleton from the 1.5B's header: that size's dimensions, the 1.5B's tokenizer and
+    metadata, and the 1.5B Q4_K_M's per-tensor quantisation types (layer i takes the types of the 1.5B layer at the
+    same relative depth, so Q6_K lands on the same share of attn_v/ffn_down as in a real Q4_K_M)."""
     import gguf  # gguf-py, here only
 
+    h, n_layer, n_head, n_kv, ff = QWEN25_SHAPES[size]
     r = gguf.GGUFReader(real_15b)
     arch = "qwen2"
     w = gguf.GGUFWriter(out, arch, use_temp_file=False)
     new = {
-        f"{arch}.embedding_length": 3584,
-        f"{arch}.feed_forward_length": 18944,
-        f"{arch}.attention.head_count": 28,
-        f"{arch}.attention.head_count_kv": 4,
-        f"{arch}.block_count": 28,
-        "general.name": "Qwen2.5-7B shape-equivalent (synthetic weights)",
-        "general.size_label": "7B",
+        f"{arch}.embedding_length": h,
+        f"{arch}.feed_forward_length": ff,
+        f"{arch}.attention.head_count": n_head,
+        f"{arch}.attention.head_count_kv": n_kv,
+        f"{arch}.block_count": n_layer,
+        "general.name": f"Qwen2.5-{size.upper()} shape-equivalent (synthetic weights)",
+        "general.size_label": size.upper(),
     }
     for key, field in r.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture":
@@ -184,7 +195,7 @@ def derive7b(real_15b: str, out: str) -> None:
         else:
             val = field.parts[field.data[0]][0].item()
         w.add_key_value(key, val, vtype)
-    h, ff, kvd, vocab = 3584, 18944, 4 * 128, 151936
+    kvd, vocab = n_kv * (h // n_head), 151936
     shapes = {
         "attn_q.weight": (h, h),
         "attn_q.bias": (h,),
@@ -200,10 +211,12 @@ def derive7b(real_15b: str, out: str) -> None:
         "ffn_norm.weight": (h,),
     }
     types = {t.name: int(t.tensor_type) for t in r.tensors}
+    real_layers = 1 + max(int(n.split(".")[1]) for n in types if n.startswith("blk."))
     tensors = [("token_embd.weight", (h, vocab), types["token_embd.weight"])]
-    for i in range(28):
+    for i in range(n_layer):
+        src = min(real_layers - 1, i * real_layers // n_layer)
         for role, shp in shapes.items():
-            tensors.append((f"blk.{i}.{role}", shp, types[f"blk.{i}.{role}"]))
+            tensors.append((f"blk.{i}.{role}", shp, types[f"blk.{src}.{role}"]))
     tensors += [("output_norm.weight", (h,), 0), ("output.weight", (h, vocab), types["output.weight"])]
     for name, shp, t in tensors:
         _, bs, be, _ = GGML_TYPES[t]
@@ -226,4 +239,7 @@ def derive7b(real_15b: str, out: str) -> None:
 
 if __name__ == "__main__":
     cmd = sys.argv[1]
-    {"skeleton": skeleton, "synth": synth, "derive7b": derive7b}[cmd](*sys.argv[2:4])
+    if cmd == "derive":
+        derive(*sys.argv[2:5])
+    else:
+        {"skeleton": skeleton, "synth": synth}[cmd](*sys.argv[2:4])
