@@ -3,6 +3,7 @@
   python bench/simulate.py --traces TRACES.json --costs COSTS.json [--target 1.5b --draft 0.5b] [--json OUT]
   python bench/simulate.py record --out TRACES.json [--max-tokens 128]        # real Qwen pair, CPU, greedy
   python bench/simulate.py --traces T.json --costs CPU_COSTS.json --validate   # predicted vs measured (same device)
+  python bench/simulate.py --engine ENGINE.json --costs COSTS.json --target T --draft D  # cost side, on the device
 
 Why it is exact for greedy decoding: the committed output of greedy speculation is the target's greedy output,
 whatever the draft setting. `record` stores, per prompt, that output and, at every position k, what each draft
@@ -74,13 +75,18 @@ class CostCurve:
     def __init__(self, rows: dict[str, dict[str, float]]) -> None:
         self.depths = sorted(int(c) for c in rows)
         self.ms = {int(c): {int(b): v for b, v in r.items() if b.isdigit()} for c, r in rows.items()}
-        self.bmax = min(max(r) for r in self.ms.values())
+        self.batches = sorted(set.intersection(*(set(r) for r in self.ms.values())))
+        self.bmax = self.batches[-1]
 
     def __call__(self, b: int, depth: float) -> float:
         b = max(1, b)
         if b > self.bmax:  # beyond the measured batches: extrapolate linearly from the last two
-            last, prev = self(self.bmax, depth), self(self.bmax - 1, depth)
-            return last + (b - self.bmax) * max(0.0, last - prev)
+            below = max(x for x in self.batches if x < self.bmax)
+            last, prev = self(self.bmax, depth), self(below, depth)
+            return last + (b - self.bmax) * max(0.0, last - prev) / (self.bmax - below)
+        # A batch size that was not measured costs what the next measured one does: never less than the truth
+        # (cost grows with b), and exact at a cliff such as the H200's jump between 8 and 10 rows.
+        b = next(x for x in self.batches if x >= b)
         ds = self.depths
         if depth <= ds[0]:
             return self.ms[ds[0]][b]
@@ -154,6 +160,41 @@ def step_ms(step, depth: float, target: CostCurve, draft: CostCurve | None, over
     return t
 
 
+def steps_ms(steps, context: float, target: CostCurve, draft: CostCurve | None, overhead: float, row: float) -> float:
+    """Predicted time of a list of steps starting at KV depth `context` (each step deepens the cache)."""
+    total, depth = 0.0, context
+    for st in steps:
+        total += step_ms(st, depth, target, draft, overhead, row)
+        depth += st[2] + 1
+    return total
+
+
+def engine_check(runs: list[dict], target: CostCurve, draft: CostCurve | None, overhead: float, row: float) -> list:
+    """Time side of the model, on the device itself: each engine run's own steps (measure.py engine), priced with
+    the cost curves, against the run's measured tok/s. Acceptance is taken from the run, so only costs are tested."""
+    rows = []
+    for run in runs:
+        steps, sync = [], 1
+        for source, drafted, accepted, *_ in run["steps"]:
+            steps.append((source, drafted, accepted, sync))
+            sync = 2 if (source == "draft" and drafted > 0 and accepted == drafted) else 1
+        ms = steps_ms(steps, run["context"], target, draft, overhead, row)
+        # the engine's first token comes from the prompt's logits, outside the timed steps
+        pred = (run["predicted_n"] - 1) / ms * 1000.0 if ms else 0.0
+        meas = (run["predicted_n"] - 1) / sum(st[3] + st[4] for st in run["steps"]) * 1000.0
+        rows.append(
+            {
+                "context": run["context"],
+                "setting": run["setting"],
+                "engine_tok_s": run["tok_s"],
+                "steps_tok_s": round(meas, 2),
+                "predicted_tok_s": round(pred, 2),
+                "ratio": round(pred / meas, 3) if meas else None,
+            }
+        )
+    return rows
+
+
 def simulate(
     traces: list[dict],
     s: Setting,
@@ -170,7 +211,7 @@ def simulate(
         steps = replay(tr, s)
         # the first token (from the prompt's logits) is emitted at t=0 like the engine's timer; steps make the rest
         tokens += 1 + sum(a + 1 for _, _, a, _ in steps)
-        ms += sum(step_ms(st, context + i, target, draft, overhead, row) for i, st in enumerate(steps))
+        ms += steps_ms(steps, context, target, draft, overhead, row)
         drafted += sum(d for _, d, _, _ in steps)
         accepted += sum(a for _, _, a, _ in steps)
         nsteps += len(steps)
@@ -381,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         record(a.out, a.max_tokens, a.prompts.split(","), [int(x) for x in a.calib.split(",") if x])
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--traces", required=True)
+    ap.add_argument("--traces")
     ap.add_argument("--costs", required=True)
     ap.add_argument("--target", default=None, help="model name in the costs file (default: first)")
     ap.add_argument("--draft", default=None, help="draft model name in the costs file (default: second)")
@@ -389,16 +430,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overhead-ms", type=float, default=0.0, help="fixed per-step overhead")
     ap.add_argument("--row-ms", type=float, default=0.0, help="overhead per verified row")
     ap.add_argument("--validate", action="store_true", help="compare with the traces' measured runs")
+    ap.add_argument("--engine", default=None, help="measure.py engine output: check the cost side against it")
     ap.add_argument("--json", default=None)
     ap.add_argument("--csv", default=None)
     a = ap.parse_args(argv)
-    traces = json.loads(Path(a.traces).read_text())["traces"]
     costs = json.loads(Path(a.costs).read_text())["models"]
     names = list(costs)
     tname = a.target or names[0]
     dname = a.draft or (names[1] if len(names) > 1 else None)
     target = CostCurve(costs[tname]["ms"])
     draft = CostCurve(costs[dname]["ms"]) if dname else None
+    if a.engine:
+        rows = engine_check(json.loads(Path(a.engine).read_text())["runs"], target, draft, a.overhead_ms, a.row_ms)
+        print("| context | setting | engine tok/s | tok/s over its steps | predicted tok/s | predicted/measured |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print(
+                f"| {r['context']} | {r['setting']} | {r['engine_tok_s']:.1f} | {r['steps_tok_s']:.1f} | "
+                f"{r['predicted_tok_s']:.1f} | {r['ratio']} |"
+            )
+        return 0
+    if not a.traces:
+        ap.error("--traces is required unless --engine is given")
+    traces = json.loads(Path(a.traces).read_text())["traces"]
     if a.validate:
         rows = validate(traces, target, draft, a.overhead_ms, a.row_ms)
         print(
