@@ -56,6 +56,8 @@ class EngineConfig:
     dd_force: bool = False  # force mode: DD's choice wins over request-level speculative fields
     # Used when neither the request nor Dynamic Draft chooses: llama.cpp's speculative defaults.
     default_spec: SpecSettings | None = None
+    # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
+    server_binary: str | None = None
 
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
@@ -65,7 +67,7 @@ class EngineConfig:
 
 def config_from_args(args: Any, **extra: Any) -> EngineConfig:
     """The EngineConfig the CLI's shared flags describe (--model, --draft, --ctx-size, --batch-size, --threads,
-    --gpu-layers, --flash-attn); subcommands without a flag get the default, `extra` sets the rest."""
+    --gpu-layers, --flash-attn, --server-binary); subcommands without a flag get the default, `extra` sets the rest."""
     return EngineConfig(
         model=args.model,
         draft=getattr(args, "draft", None),
@@ -74,8 +76,45 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
         n_threads=getattr(args, "threads", None) or 0,
         n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
         flash_attn=bool(getattr(args, "flash_attn", False)),
+        server_binary=getattr(args, "server_binary", None),
         **extra,
     )
+
+
+def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPolicy:
+    """The policy before (or without) a calibration table: DD decides "no_table" and the configured default runs."""
+    return DynamicDraftPolicy(
+        None,
+        None,
+        default=config.resolved_default_spec(config.draft is not None),
+        enabled=config.dynamic_draft,
+        force=config.dd_force,
+        load_message=message,
+    )
+
+
+def choose_settings(
+    policy: DynamicDraftPolicy, caps: DraftCaps, n_prompt: int, override: SpecSettings | None, draft_loaded: bool
+) -> tuple[SpecSettings, DecisionRecord]:
+    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way)."""
+    if override is not None and override.source in ("draft", "pool") and not draft_loaded:
+        raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
+    return policy.decide(n_prompt, override, caps)
+
+
+def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int) -> None:
+    """Refuse an empty prompt, or one whose generation could not fit the context window."""
+    if n_prompt == 0:
+        raise InvalidRequest("the prompt is empty after tokenization")
+    if n_prompt + max_tokens > n_ctx:
+        raise ContextLengthExceeded(
+            f"prompt ({n_prompt} tokens) + max_tokens ({max_tokens}) exceeds the context window of {n_ctx} tokens"
+        )
+
+
+def adds_bos(text: str, add_bos: bool, bos_text: str) -> bool:
+    """Whether tokenizing a rendered chat needs the BOS added: not when the template already wrote it."""
+    return add_bos and not (bos_text and text.startswith(bos_text))
 
 
 @dataclass
@@ -156,15 +195,11 @@ class Session:
         self.policy = policy
 
     def _policy_without_table(self, message: str) -> DynamicDraftPolicy:
-        default = self.config.resolved_default_spec(self.config.draft is not None)
-        return DynamicDraftPolicy(
-            None,
-            None,
-            default=default,
-            enabled=self.config.dynamic_draft,
-            force=self.config.dd_force,
-            load_message=message,
-        )
+        return policy_without_table(self.config, message)
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self.ctx.n_ctx)
 
     def reload_policy(self) -> str:
         """Load the active calibration table for this exact engine (Dynamic Draft); returns a status line.
@@ -205,8 +240,7 @@ class Session:
                 )
             except TemplateError as e:
                 raise InvalidRequest(str(e)) from e
-            add_special = vocab.add_bos and not (self._bos_text and text.startswith(self._bos_text))
-            return vocab.tokenize(text, add_special=add_special, parse_special=True)
+            return vocab.tokenize(text, add_special=adds_bos(text, vocab.add_bos, self._bos_text), parse_special=True)
         assert request.prompt is not None
         return vocab.tokenize(request.prompt, add_special=True, parse_special=False)
 
@@ -221,22 +255,14 @@ class Session:
 
     # -- settings -------------------------------------------------------------------------------------------------
     def _choose_settings(self, n_prompt: int, override: SpecSettings | None) -> tuple[SpecSettings, DecisionRecord]:
-        if override is not None and override.source in ("draft", "pool") and "draft" not in self.sources:
-            raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
-        return self.policy.decide(n_prompt, override, self.caps)
+        return choose_settings(self.policy, self.caps, n_prompt, override, "draft" in self.sources)
 
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
-        if n_prompt == 0:
-            raise InvalidRequest("the prompt is empty after tokenization")
-        if n_prompt + request.max_tokens > self.ctx.n_ctx:
-            raise ContextLengthExceeded(
-                f"prompt ({n_prompt} tokens) + max_tokens ({request.max_tokens}) exceeds the context "
-                f"window of {self.ctx.n_ctx} tokens"
-            )
+        check_prompt_fits(n_prompt, request.max_tokens, self.ctx.n_ctx)
         settings, record = self._choose_settings(n_prompt, request.speculative)
         seed = request.sampling.seed
         run = _Run(

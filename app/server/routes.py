@@ -299,7 +299,7 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
             raise from_engine_error(_queue_full(engine))
 
         def measure(session: Any) -> tuple[int, int]:
-            return len(session.format_prompt(request)), int(session.ctx.n_ctx)
+            return len(session.format_prompt(request)), int(session.n_ctx)
 
         try:
             n_prompt, n_ctx = await anyio.to_thread.run_sync(engine.call, measure)
