@@ -38,6 +38,15 @@ def _run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_server_binary(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--server-binary",
+        metavar="PATH",
+        help="run the model(s) on this llama-server (e.g. a fork's build, for formats the bundled runtime can't "
+        "load) as a managed subprocess on 127.0.0.1",
+    )
+
+
 def _add_generate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="generate text from a prompt (with speculative decoding)")
     p.add_argument("--model", required=True, metavar="PATH", help="target GGUF model")
@@ -65,6 +74,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=0, metavar="N", help="0: all cores")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers to offload (-1: all)")
     p.add_argument("--flash-attn", action="store_true", help="use flash attention (recalibrate when changed)")
+    _add_server_binary(p)
     p.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off for this run")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=_lazy("app.engine.generate_cli", "run_generate"))
@@ -91,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, metavar="N")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
     p.add_argument("--flash-attn", action="store_true", help="use flash attention (recalibrate when changed)")
+    _add_server_binary(p)
     p.add_argument("--max-queue", type=int, default=8, metavar="N", help="waiting requests before 429")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this CORS origin")
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")

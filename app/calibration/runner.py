@@ -90,7 +90,17 @@ def candidates(has_draft: bool, mode: str) -> tuple[SpecSettings, ...]:
     return tuple(out)
 
 
+def require_bundled(session: Session) -> None:
+    """Calibration drives llama.cpp contexts in-process; an external llama-server offers no such access."""
+    if not isinstance(session, Session):
+        raise EngineError(
+            "calibration measures the bundled runtime; it is not available with an external llama-server "
+            "(--server-binary): run it without that flag"
+        )
+
+
 def default_plan(session: Session, mode: str = "quick", budget_min: float | None = None) -> Plan:
+    require_bundled(session)
     gen = 64 if mode == "quick" else 2048
     limit = session.ctx.n_ctx - gen - 64
     points = (512, 1024, 2048, 4096) if mode == "quick" else (512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -173,6 +183,7 @@ def run_calibration(
     """Run the sweep on the engine thread's session; returns the result and (unless dry_run) saves the table."""
     from app.engine.identity import session_fingerprint
 
+    require_bundled(session)
     t_start = time.perf_counter()
     fingerprint = session_fingerprint(session)
     usable = [c for c in plan.candidates if c.source in session.sources or c.is_plain or c.source == "pool"]

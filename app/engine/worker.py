@@ -58,6 +58,17 @@ class _Job:
     future: Future[Any] | None
 
 
+def open_session(config: EngineConfig) -> Session:
+    """The session for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
+    if config.server_binary:
+        from app.engine.external import ExternalSession
+
+        # Same interface for everything the engine thread, HTTP routes and GUI call; Session-only helpers
+        # (calibration) check for the bundled runtime themselves.
+        return ExternalSession(config)  # type: ignore[return-value]
+    return Session(config)
+
+
 class Engine:
     """Loads a Session on its own thread and serves jobs in FIFO order from a bounded queue."""
 
@@ -135,7 +146,7 @@ class Engine:
     # -- the thread -----------------------------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            self._session = Session(self.config)
+            self._session = open_session(self.config)
         except BaseException as e:  # reported through wait_ready
             self._load_error = e
             self._ready.set()

@@ -1,0 +1,276 @@
+"""Generation on an external (fork) llama-server: the engine's Session interface over its HTTP API (no Qt)."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+from app.engine.session import EngineConfig, adds_bos, check_prompt_fits, choose_settings, policy_without_table
+from app.engine.types import (
+    ContextLengthExceeded,
+    DoneEvent,
+    EngineError,
+    Event,
+    FinishReason,
+    GenerationRequest,
+    GenerationSummary,
+    InvalidRequest,
+    TextEvent,
+    Timings,
+)
+from app.models.external import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
+from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
+from app.speculative.settings import PLAIN, SpecSettings
+
+# llama-server's stop_type → the engine's finish reasons ("word": a stop string matched).
+_FINISH: dict[str, FinishReason] = {"eos": "stop", "word": "stop", "limit": "length"}
+_TIMING_FIELDS = tuple(Timings.__dataclass_fields__)
+NO_TABLE_MESSAGE = (
+    "Dynamic Draft tables are measured with the bundled runtime; on an external llama-server the configured "
+    "default runs (still decided on the exact prompt-token count)"
+)
+
+
+def start_settings(config: EngineConfig, caps: DraftCaps) -> SpecSettings:
+    """The draft flags the server starts with: the draft allocation (caps.n_max, as the bundled engine allocates)
+    with the configured default's n_min/p_min. A build that ignores per-request fields runs these for every request."""
+    default = caps.clamp(config.resolved_default_spec(config.draft is not None))
+    return PLAIN if default.is_plain else default.with_(n_max=caps.n_max, n_min=min(default.n_min, caps.n_max))
+
+
+def server_spec(config: EngineConfig, start: SpecSettings) -> ServerSpec:
+    assert config.server_binary is not None
+    return ServerSpec(
+        binary=config.server_binary,
+        model=config.model,
+        draft=None if start.is_plain else config.draft,  # a draft the server would never use is not loaded
+        n_ctx=config.n_ctx,
+        n_batch=config.n_batch,
+        n_threads=config.n_threads,
+        n_gpu_layers=config.n_gpu_layers,
+        draft_n_gpu_layers=config.draft_n_gpu_layers,
+        flash_attn=config.flash_attn,
+        type_k=config.type_k,
+        type_v=config.type_v,
+        draft_n_max=start.n_max,
+        draft_n_min=start.n_min,
+        draft_p_min=start.p_min,
+    )
+
+
+def speculative_fields(
+    settings: SpecSettings, start: SpecSettings, features: ServerFeatures
+) -> tuple[dict[str, Any], tuple[str, ...], SpecSettings]:
+    """Request fields for DD's chosen settings: (sent, ignored field names, the settings that actually run).
+
+    Only fields the build honours are sent; when it honours none, its start-time flags run whatever DD chose.
+    """
+    wanted: dict[str, Any] = {
+        "speculative.n_max": 0 if settings.is_plain else settings.n_max,
+        "speculative.n_min": 0 if settings.is_plain else settings.n_min,
+        "speculative.p_min": settings.p_min,
+    }
+    sent = {k: v for k, v in wanted.items() if k in features.speculative}
+    ignored = tuple(k for k in wanted if k not in features.speculative)
+    if not sent:
+        return sent, ignored, start
+    ran = start.with_(
+        n_max=min(sent.get("speculative.n_max", start.n_max), start.n_max),
+        n_min=min(sent.get("speculative.n_min", start.n_min), start.n_max),
+        p_min=sent.get("speculative.p_min", start.p_min),
+    )
+    return sent, ignored, PLAIN if ran.n_max == 0 else ran
+
+
+def engine_error(e: ServerHTTPError) -> EngineError:
+    """The engine's error for a llama-server error answer, keeping the server's own message."""
+    if e.error_type == "exceed_context_size_error":
+        return ContextLengthExceeded(f"llama-server: {e.server_message}")
+    if e.status == 400 or e.error_type == "invalid_request_error":
+        return InvalidRequest(f"llama-server: {e.server_message}")
+    return EngineError(f"llama-server: {e.server_message or e}")
+
+
+class ExternalSession:
+    """One model (and draft) on a managed llama-server. Not thread-safe: one engine thread drives it, like Session.
+
+    Prompts are templated and tokenized by the server (/apply-template, /tokenize), so Dynamic Draft decides on
+    the exact token count the server will process, and /completion gets those token ids. No StepEvents: the
+    server does not report its verify steps one by one.
+    """
+
+    def __init__(self, config: EngineConfig, server: ExternalServer | None = None) -> None:
+        if config.server_binary is None and server is None:
+            raise EngineError("ExternalSession needs EngineConfig.server_binary (the llama-server to run)")
+        self.config = config
+        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), config.draft is not None)
+        self.start_settings = start_settings(config, self._caps)
+        self.server = server or ExternalServer(server_spec(config, self.start_settings))
+        try:
+            self.server.start()
+        except ExternalServerError as e:
+            raise EngineError(str(e)) from e
+        assert self.server.features is not None
+        self.features: ServerFeatures = self.server.features
+        try:
+            # The special prefix tokenization adds to empty text tells whether this model adds a BOS.
+            self._add_bos = bool(self._tokenize("", add_special=True, parse_special=False))
+        except BaseException:
+            self.server.stop()
+            raise
+        self.speculation_disabled_reason: str | None = None
+        self.policy = policy_without_table(config, NO_TABLE_MESSAGE)
+        self.dd_status = NO_TABLE_MESSAGE
+
+    # -- the Session interface ------------------------------------------------------------------------------------
+    @property
+    def caps(self) -> DraftCaps:
+        return self._caps
+
+    @property
+    def n_ctx(self) -> int:
+        return self.features.n_ctx or self.config.n_ctx
+
+    def set_policy(self, policy: DynamicDraftPolicy) -> None:
+        self.policy = policy
+
+    def reload_policy(self) -> str:
+        """No table applies to a fork's build (tables are fingerprinted with the bundled runtime): the default runs."""
+        self.policy = policy_without_table(self.config, NO_TABLE_MESSAGE)
+        self.dd_status = NO_TABLE_MESSAGE
+        return self.dd_status
+
+    def format_prompt(self, request: GenerationRequest) -> list[int]:
+        """The server's chat template (for messages) and tokenizer: exactly the tokens the model will see."""
+        if request.messages is not None:
+            body = {"messages": list(request.messages), "add_generation_prompt": request.add_generation_prompt}
+            text = str(self._call("POST", "/apply-template", body)["prompt"])
+            add_special = adds_bos(text, self._add_bos, self.features.bos_token)
+            return self._tokenize(text, add_special=add_special, parse_special=True)
+        assert request.prompt is not None
+        return self._tokenize(request.prompt, add_special=True, parse_special=False)
+
+    def close(self) -> None:
+        self.server.stop()
+
+    def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
+        """Run one request on the server; yields TextEvents and ends with a DoneEvent. Raises EngineError subclasses."""
+        spec = request.speculative
+        if request.pool or (spec is not None and (spec.source in ("lookup", "pool") or spec.adaptive)):
+            raise InvalidRequest(
+                "an external llama-server drafts only with its draft model (-md): speculative.source "
+                "'lookup'/'pool' and adaptive length need the bundled runtime"
+            )
+        prompt = self.format_prompt(request)
+        n_prompt = len(prompt)
+        check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
+        settings, record = choose_settings(self.policy, self.caps, n_prompt, spec, self.config.draft is not None)
+        sent, ignored, ran = speculative_fields(settings, self.start_settings, self.features)
+        body = self._completion_body(request, prompt) | sent
+
+        text: list[str] = []
+        tokens: list[int] = []
+        final: dict[str, Any] | None = None
+        cancelled = False
+        t0 = time.perf_counter()
+        stream = self._open_stream(body)
+        with stream:
+            try:
+                for chunk in stream:
+                    if chunk.get("content"):
+                        text.append(chunk["content"])
+                        yield TextEvent(chunk["content"], len(chunk.get("tokens") or ()), 0)
+                    tokens.extend(int(t) for t in chunk.get("tokens") or ())
+                    if chunk.get("stop"):
+                        final = chunk
+                        break
+                    if cancel is not None and cancel.is_set():
+                        cancelled = True  # closing the connection (leaving `with`) makes the server drop the slot
+                        break
+            except ServerHTTPError as e:
+                raise engine_error(e) from e
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                raise self._unreachable(e) from e
+        if final is None and not cancelled:
+            raise self._unreachable(EOFError("the stream ended before its final event"))
+        if final is not None and final.get("stop_type") == "eos" and tokens:
+            tokens.pop()  # the end-of-generation token the server streams last is not output, as in Session
+        wall_ms = (time.perf_counter() - t0) * 1000.0
+        timings = self._timings(final, n_prompt, len(tokens), wall_ms)
+        dd = record.to_dict()
+        dd["runtime"] = {
+            "kind": "llama-server",
+            "build": self.features.build_info,
+            "honoured": list(self.features.speculative),
+            "sent": sent,
+            "ignored": list(ignored),
+            "ran": ran.to_dict(),
+        }
+        finish: FinishReason = "cancelled" if cancelled else _FINISH.get(str((final or {}).get("stop_type")), "stop")
+        yield DoneEvent(
+            GenerationSummary(
+                text="".join(text),
+                tokens=tuple(tokens),
+                finish_reason=finish,
+                timings=timings,
+                # Every target verify commits the accepted drafts plus one token of its own.
+                steps=max(0, timings.predicted_n - timings.draft_n_accepted),
+                prompt_tokens=n_prompt,
+                settings=ran,
+                dynamic_draft=dd,
+            )
+        )
+
+    # -- helpers --------------------------------------------------------------------------------------------------
+    def _completion_body(self, request: GenerationRequest, prompt: list[int]) -> dict[str, Any]:
+        sampling = {k: v for k, v in asdict(request.sampling).items() if k in self.features.honoured}
+        if sampling.get("seed") is None:
+            sampling.pop("seed", None)  # the server draws its own
+        return {
+            "prompt": prompt,
+            "n_predict": request.max_tokens,
+            "stream": True,
+            "return_tokens": True,
+            "cache_prompt": request.cache_prompt,
+            "stop": list(request.stop),
+            **sampling,
+        }
+
+    def _open_stream(self, body: dict[str, Any]) -> Any:
+        try:
+            return self.server.stream("/completion", body)
+        except ServerHTTPError as e:
+            raise engine_error(e) from e
+        except (OSError, http.client.HTTPException) as e:
+            raise self._unreachable(e) from e
+
+    def _timings(self, final: dict[str, Any] | None, n_prompt: int, n_tokens: int, wall_ms: float) -> Timings:
+        raw = (final or {}).get("timings") or {}
+        if not raw:  # cancelled: the server sends no final timings, so report what was seen
+            return Timings(prompt_n=n_prompt, predicted_n=n_tokens, predicted_ms=round(wall_ms, 3))
+        values = {k: raw[k] for k in _TIMING_FIELDS if k in raw}
+        return Timings(**values)
+
+    def _tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
+        body = {"content": text, "add_special": add_special, "parse_special": parse_special}
+        return [int(t) for t in self._call("POST", "/tokenize", body)["tokens"]]
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            return self.server.request(method, path, body)[1]
+        except ServerHTTPError as e:
+            raise engine_error(e) from e
+        except (OSError, http.client.HTTPException) as e:
+            raise self._unreachable(e) from e
+
+    def _unreachable(self, e: BaseException) -> EngineError:
+        if not self.server.running:
+            code = self.server.proc.returncode if self.server.proc is not None else None
+            return EngineError(
+                f"llama-server is not running (exit code {code}); its log ends with:\n{self.server.logs(15)}"
+            )
+        return EngineError(f"llama-server connection failed: {type(e).__name__}: {e}")
