@@ -8,6 +8,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
+from app.policy.fingerprint import FLASH_ATTN_MODES
+
+FLASH_ATTN_HELP = "flash attention, as llama.cpp's -fa (default: auto; recalibrate after changing it)"
 
 
 def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
@@ -73,7 +76,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=512, metavar="N")
     p.add_argument("--threads", type=int, default=0, metavar="N", help="0: all cores")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers to offload (-1: all)")
-    p.add_argument("--flash-attn", action="store_true", help="use flash attention (recalibrate when changed)")
+    p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, default="auto", help=FLASH_ATTN_HELP)
     _add_server_binary(p)
     p.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off for this run")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -100,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctx-size", type=int, default=4096, metavar="N")
     p.add_argument("--threads", type=int, default=0, metavar="N")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
-    p.add_argument("--flash-attn", action="store_true", help="use flash attention (recalibrate when changed)")
+    p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, default="auto", help=FLASH_ATTN_HELP)
     _add_server_binary(p)
     p.add_argument("--max-queue", type=int, default=8, metavar="N", help="waiting requests before 429")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this CORS origin")
@@ -117,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctx-size", type=int, default=8192, metavar="N")
     p.add_argument("--threads", type=int, default=0, metavar="N")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
-    p.add_argument("--flash-attn", action="store_true", help="use flash attention (recalibrate when changed)")
+    p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, default="auto", help=FLASH_ATTN_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("app.calibration.cli", "run_calibrate"))
 

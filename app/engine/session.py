@@ -47,7 +47,7 @@ class EngineConfig:
     n_threads: int = 0
     n_gpu_layers: int = 0
     draft_n_gpu_layers: int | None = None  # None: same as the target
-    flash_attn: bool = False
+    flash_attn: str = "auto"  # "auto" | "on" | "off", as llama.cpp's -fa
     type_k: str = "f16"
     type_v: str = "f16"
     use_extra_bufts: bool = True
@@ -75,7 +75,7 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
         n_batch=getattr(args, "batch_size", None) or 512,
         n_threads=getattr(args, "threads", None) or 0,
         n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
-        flash_attn=bool(getattr(args, "flash_attn", False)),
+        flash_attn=getattr(args, "flash_attn", None) or "auto",
         server_binary=getattr(args, "server_binary", None),
         **extra,
     )

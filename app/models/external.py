@@ -69,7 +69,7 @@ class ServerSpec:
     n_threads: int = 0  # 0: all cores
     n_gpu_layers: int = 0  # -1: all
     draft_n_gpu_layers: int | None = None  # None: same as the target
-    flash_attn: bool = False
+    flash_attn: str = "auto"  # "auto" | "on" | "off"
     type_k: str = "f16"
     type_v: str = "f16"
     draft_n_max: int = 16
@@ -237,8 +237,8 @@ class ExternalServer:
         cmd += ["-b", str(s.n_batch), "-ub", str(s.n_batch), "-t", str(threads), "-tb", str(threads)]
         cmd += ["-ngl", str(ngl), "-ctk", s.type_k, "-ctv", s.type_v]
         if d.flash_attn_value:
-            cmd += ["-fa", "on" if s.flash_attn else "off"]
-        elif s.flash_attn:
+            cmd += ["-fa", s.flash_attn]
+        elif s.flash_attn == "on":  # an older build: flash attention is a bare switch and off by default
             cmd += ["-fa"]
         if s.draft:
             dl = s.n_gpu_layers if s.draft_n_gpu_layers is None else s.draft_n_gpu_layers

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+# Flash attention settings, as llama.cpp's -fa: "auto" resolves the same way for the same backend, device and model.
+FLASH_ATTN_MODES = ("auto", "on", "off")
+
 
 @dataclass(frozen=True)
 class Fingerprint:
@@ -24,7 +27,7 @@ class Fingerprint:
     n_ctx: int
     n_gpu_layers: int
     n_threads: int
-    flash_attn: bool
+    flash_attn: str  # one of FLASH_ATTN_MODES
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,8 +51,11 @@ class Fingerprint:
         for n in ("n_ctx", "n_gpu_layers", "n_threads"):
             if not isinstance(data[n], int) or isinstance(data[n], bool):
                 raise ValueError(f"fingerprint.{n} must be an integer")
-        if not isinstance(data["flash_attn"], bool):
-            raise ValueError("fingerprint.flash_attn must be a boolean")
+        data = dict(data)
+        if isinstance(data["flash_attn"], bool):  # tables written before "auto" existed stored a boolean
+            data["flash_attn"] = "on" if data["flash_attn"] else "off"
+        if data["flash_attn"] not in FLASH_ATTN_MODES:
+            raise ValueError("fingerprint.flash_attn must be 'auto', 'on' or 'off'")
         return cls(**data)
 
     def differences(self, other: Fingerprint) -> list[str]:

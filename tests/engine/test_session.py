@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -123,7 +124,12 @@ def test_seeded_sampling_is_reproducible_with_speculation(small_session: Session
 
 
 def test_rollback_leaves_both_caches_consistent(smollm2_path: Path, smollm2_q2k_path: Path) -> None:
-    """After speculative turns with rejections, a follow-up turn equals the same turn in a fresh session."""
+    """After speculative turns with rejections, a follow-up turn equals the same turn in a fresh session.
+
+    The warm session prefills only the new suffix (cache_n > 0) while the fresh one prefills everything, and
+    llama.cpp's logits depend on how a prompt was split into batches: with flash attention on (the default, as in
+    llama.cpp) this moved a 0.07-0.13 top-2 margin enough to flip a token. So the two must agree except at a
+    near-tie of the fresh run; a stale or missing KV entry after rollback diverges at an ordinary margin."""
     cfg = EngineConfig(model=str(smollm2_path), draft=str(smollm2_q2k_path), n_ctx=2048, n_batch=256)
     spec = SpecSettings(source="draft", n_max=6)
     first = _chat("List five animals.", speculative=spec)
@@ -140,6 +146,7 @@ def test_rollback_leaves_both_caches_consistent(smollm2_path: Path, smollm2_q2k_
             max_tokens=32,
             sampling=GREEDY,
             speculative=spec,
+            collect_margins=True,
         )
         s2 = _run(warm, follow)
         assert s2.timings.cache_n > 0
@@ -150,17 +157,23 @@ def test_rollback_leaves_both_caches_consistent(smollm2_path: Path, smollm2_q2k_
         s3 = _run(fresh, follow)
     finally:
         fresh.close()
-    assert s2.tokens == s3.tokens
+    verdict = compare(s3.tokens, s3.margins, s2.tokens)
+    assert verdict.acceptable, verdict.describe()
 
 
 def test_prefix_cache_reuses_the_common_prefix_and_gives_the_same_output(small_session: Session) -> None:
-    req = _chat("What is the boiling point of water at sea level?", speculative=PLAIN, max_tokens=16)
+    req = replace(
+        _chat("What is the boiling point of water at sea level?", speculative=PLAIN, max_tokens=16),
+        collect_margins=True,
+    )
     _run(small_session, _chat("Something unrelated first.", max_tokens=2, speculative=PLAIN))
     a = _run(small_session, req)
     b = _run(small_session, req)
     assert b.timings.cache_n == b.prompt_tokens - 1
     assert b.timings.prompt_n == 1
-    assert a.tokens == b.tokens
+    # The same tokens, except at a near-tie: the two prefills were split differently (see the rollback test).
+    verdict = compare(a.tokens, a.margins, b.tokens)
+    assert verdict.acceptable, verdict.describe()
 
 
 def test_prompt_longer_than_n_batch(smollm2_path: Path) -> None:

@@ -22,7 +22,7 @@ FP = Fingerprint(
     n_ctx=262144,
     n_gpu_layers=0,
     n_threads=2,
-    flash_attn=False,
+    flash_attn="off",
 )
 WIDE = DraftCaps(n_max=64, draft_loaded=True)
 
