@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -29,3 +33,24 @@ def qwen_pair() -> tuple[Path, Path]:
     from app.models.packaged import ensure_model
 
     return ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
+
+
+@pytest.fixture(scope="session")
+def llama_server_binary() -> str:
+    """llama-server built from the pinned sdist's llama.cpp (scripts/build-llama-server.sh), standing in for a fork's.
+
+    Skips when it is missing, unless DYNADRAFT_REQUIRE_LLAMA_SERVER is set (scripts/test.sh sets it: CI must not skip).
+    """
+    env = os.environ.get("DYNADRAFT_LLAMA_SERVER")
+    if env:
+        return env
+    out = subprocess.run(
+        [str(REPO / "scripts" / "build-llama-server.sh"), "--path"], capture_output=True, text=True, check=True
+    )
+    cached = out.stdout.strip()
+    if os.access(cached, os.X_OK):
+        return cached
+    reason = f"no llama-server: set DYNADRAFT_LLAMA_SERVER or run scripts/build-llama-server.sh (expected {cached})"
+    if os.environ.get("DYNADRAFT_REQUIRE_LLAMA_SERVER"):
+        pytest.fail(reason)
+    pytest.skip(reason)

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from app.gui.panels import CalibrationPanel, ModelsPanel, existing
 from app.gui.plots import LivePlots
 from app.gui.store import ChatStore
 from app.paths import get_paths
+from app.policy.fingerprint import FLASH_ATTN_MODES
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine
@@ -199,6 +201,8 @@ class MainWindow(QMainWindow):
             draft if existing(draft) else None,
             _int(s.value("model/n_ctx", 4096), 4096),
             _int(s.value("model/gpu_layers", -1), -1),
+            flash_attn=fa if (fa := _str(s.value("model/flash_attn", "auto"))) in FLASH_ATTN_MODES else "auto",
+            server_binary=server if existing(server := _str(s.value("model/server_binary", ""))) else None,
         )
 
     def load_demo(self) -> None:
@@ -217,7 +221,8 @@ class MainWindow(QMainWindow):
 
     def _load_local(self, path: str) -> None:
         cur = self.models.choice
-        self.models.load(ModelChoice(path, None, cur.n_ctx if cur else 4096, cur.n_gpu_layers if cur else -1))
+        # A downloaded model keeps the loaded one's settings (context, offload, flash attention, runtime).
+        self.models.load(replace(cur, model=path, draft=None, demo=False) if cur else ModelChoice(path))
         self.tabs.setCurrentIndex(0)
 
     def _on_loading(self, label: str) -> None:
@@ -246,6 +251,8 @@ class MainWindow(QMainWindow):
                 s.setValue("model/draft", choice.draft or "")
                 s.setValue("model/n_ctx", choice.n_ctx)
                 s.setValue("model/gpu_layers", choice.n_gpu_layers)
+                s.setValue("model/flash_attn", choice.flash_attn)
+                s.setValue("model/server_binary", choice.server_binary or "")
         self._update_status()
 
     def _on_load_failed(self, message: str, choice: ModelChoice | None) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import (
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.bridge import BackgroundCall
+from app.policy.fingerprint import FLASH_ATTN_MODES
 
 if TYPE_CHECKING:  # llama.cpp loads only when a model does, so the window opens even without it
     from app.engine.session import EngineConfig
@@ -39,18 +41,28 @@ class ModelChoice:
     n_ctx: int = 4096
     n_gpu_layers: int = -1
     demo: bool = False
+    flash_attn: str = "auto"  # as llama.cpp's -fa
+    server_binary: str | None = None  # an external (fork) llama-server instead of the bundled runtime
 
     @property
     def label(self) -> str:
         name = Path(self.model).name
         if self.demo:
             return f"{name} (demo)"
-        return name + (f" + draft {Path(self.draft).name}" if self.draft else "")
+        label = name + (f" + draft {Path(self.draft).name}" if self.draft else "")
+        return label + (f" on {Path(self.server_binary).name}" if self.server_binary else "")
 
     def config(self) -> EngineConfig:
         from app.engine.session import EngineConfig
 
-        return EngineConfig(model=self.model, draft=self.draft, n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers)
+        return EngineConfig(
+            model=self.model,
+            draft=self.draft,
+            n_ctx=self.n_ctx,
+            n_gpu_layers=self.n_gpu_layers,
+            flash_attn=self.flash_attn,
+            server_binary=self.server_binary,
+        )
 
 
 def demo_path() -> Path | None:
@@ -186,6 +198,19 @@ class ModelDialog(QDialog):
         self.gpu_layers.setValue(current.n_gpu_layers if current else -1)
         self.gpu_layers.setSpecialValueText("all")
         self.gpu_layers.setToolTip("Layers to offload to the GPU (all = -1; 0 = CPU only). Ignored by CPU builds.")
+        self.flash_attn = QComboBox()
+        self.flash_attn.addItems(list(FLASH_ATTN_MODES))
+        self.flash_attn.setCurrentText(current.flash_attn if current else "auto")
+        self.flash_attn.setToolTip(
+            "Flash attention, as llama.cpp's -fa. 'auto' uses it where the backend supports it. It changes how much "
+            "a draft verify costs, so calibrate again after changing it."
+        )
+        self.server = QLineEdit(current.server_binary or "" if current else "")
+        self.server.setPlaceholderText("optional: a fork's llama-server binary (e.g. for ROCmFPx models)")
+        self.server.setToolTip(
+            "Empty: the bundled llama.cpp. A path: DynaDraft starts that llama-server on 127.0.0.1 and runs the "
+            "model there, for formats the bundled runtime cannot load."
+        )
 
         def row(edit: QLineEdit, title: str) -> QHBoxLayout:
             b = QPushButton("Browse…")
@@ -200,6 +225,8 @@ class ModelDialog(QDialog):
         form.addRow("Draft model", row(self.draft, "Choose a draft model"))
         form.addRow("Context size", self.n_ctx)
         form.addRow("GPU layers", self.gpu_layers)
+        form.addRow("Flash attention", self.flash_attn)
+        form.addRow("Runtime", row(self.server, "Choose a llama-server binary"))
         self.error = QLabel("")
         self.error.setStyleSheet("color: #b00020;")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
@@ -235,6 +262,10 @@ class ModelDialog(QDialog):
         if draft and not Path(draft).is_file():
             self.error.setText("The draft model file does not exist.")
             return
+        server = self.server.text().strip()
+        if server and not Path(server).is_file():
+            self.error.setText("The llama-server binary does not exist (leave it empty for the bundled runtime).")
+            return
         self.accept()
 
     def choice(self) -> ModelChoice | None:
@@ -244,7 +275,12 @@ class ModelDialog(QDialog):
                 ModelChoice(str(p), None, min(self.n_ctx.value(), 8192), self.gpu_layers.value(), True) if p else None
             )
         return ModelChoice(
-            self.model.text().strip(), self.draft.text().strip() or None, self.n_ctx.value(), self.gpu_layers.value()
+            self.model.text().strip(),
+            self.draft.text().strip() or None,
+            self.n_ctx.value(),
+            self.gpu_layers.value(),
+            flash_attn=self.flash_attn.currentText(),
+            server_binary=self.server.text().strip() or None,
         )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,29 +29,12 @@ from app.models.external import (
 )
 from app.speculative.settings import PLAIN, SpecSettings
 
-REPO = Path(__file__).resolve().parents[2]
 MESSAGES = ({"role": "user", "content": "Name three colours of the rainbow."},)
 
 
-def _llama_server() -> str:
-    env = os.environ.get("DYNADRAFT_LLAMA_SERVER")
-    if env:
-        return env
-    out = subprocess.run(
-        [str(REPO / "scripts" / "build-llama-server.sh"), "--path"], capture_output=True, text=True, check=True
-    )
-    cached = out.stdout.strip()
-    if os.access(cached, os.X_OK):
-        return cached
-    reason = f"no llama-server: set DYNADRAFT_LLAMA_SERVER or run scripts/build-llama-server.sh (expected {cached})"
-    if os.environ.get("DYNADRAFT_REQUIRE_LLAMA_SERVER"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
-def server_binary() -> str:
-    return _llama_server()
+def server_binary(llama_server_binary: str) -> str:
+    return llama_server_binary
 
 
 @pytest.fixture(scope="module")
