@@ -20,7 +20,8 @@ rejected token). Each step then costs
 
 Costs come from bench/gpu/measure.py costs (median ms per batch size 1..16 at several KV depths; interpolated
 linearly in depth). Acceptance is assumed independent of the context length (the traces are replayed with the cost
-curve of each context): the figures are SIMULATED and labelled so. Adaptive and pool settings are not simulated.
+curve of each context): the figures are SIMULATED and labelled so. Adaptive and pool settings run the engine's own
+controllers (app/speculative/adaptive.py) step by step, fed with the simulated milliseconds.
 """
 
 from __future__ import annotations
@@ -42,15 +43,16 @@ sys.path.insert(0, str(ROOT))
 
 @dataclass(frozen=True)
 class Setting:
-    source: str  # "none", "draft", "lookup"
+    source: str  # "none", "draft", "lookup", "pool"
     n_max: int = 0
     n_min: int = 0
     p_min: float = 0.0
+    adaptive: bool = False  # draft length per step from the engine's AdaptiveLength (pool: always)
 
     def label(self) -> str:
         if self.source == "none" or self.n_max == 0:
             return "off"
-        base = f"n{self.n_max},p{self.p_min:g}"
+        base = f"n{self.n_max},p{self.p_min:g}" + (" adaptive" if self.adaptive else "")
         return base if self.source == "draft" else f"{self.source} {base}"
 
 
@@ -58,7 +60,8 @@ def grid(has_draft: bool = True) -> list[Setting]:
     out = [Setting("none")]
     if has_draft:
         out += [Setting("draft", n, 0, p) for n in (1, 2, 3, 4, 6, 8, 12, 16) for p in (0.0, 0.25, 0.5, 0.75)]
-    out += [Setting("lookup", n) for n in (2, 4, 8, 12, 16)]
+        out += [Setting("draft", 8, 0, 0.0, True), Setting("pool", 8)]
+    out += [Setting("lookup", n) for n in (2, 4, 8, 12, 16)] + [Setting("lookup", 8, 0, 0.0, True)]
     return out
 
 
@@ -105,50 +108,97 @@ class CostCurve:
 # replay
 
 
-def replay(trace: dict, s: Setting) -> list[tuple[str, int, int, int]]:
-    """Steps (source, drafted, accepted, draft_sync_tokens) that the engine would take with setting s."""
+def draft_step(trace: dict, k: int, s: Setting, depth: int) -> tuple[int, int]:
+    """(drafted, accepted) of one step at output position k with at most `depth` drafted tokens."""
     out_tokens = trace["output"]
     n = len(out_tokens)
     match = trace["draft_match"]  # draft top-1 == target at position k (teacher-forced)
     conf = trace["draft_conf"]  # draft top-1 probability at position k
     off = trace["draft_off_conf"]  # k -> probabilities of the draft's own continuation after its wrong token
     look = trace["lookup"]  # k -> [proposal length (up to 16), matching prefix length]
+    drafted = accepted = 0
+    if depth > 0 and s.source == "lookup":
+        plen, m = look[k]
+        drafted = min(plen, depth)
+        if drafted < max(s.n_min, 1):
+            drafted = 0
+        accepted = min(m, drafted)
+    elif depth > 0 and s.source == "draft":
+        j = k
+        while drafted < depth and j < n:  # on the target's trajectory
+            if conf[j] < s.p_min:
+                break
+            drafted += 1
+            if not match[j]:
+                break
+            j += 1
+        accepted = drafted if (drafted == 0 or match[k + drafted - 1]) else drafted - 1
+        if drafted and not match[k + drafted - 1] and drafted < depth:  # off the trajectory: draft goes on
+            for p in off.get(str(k + drafted - 1), []):
+                if drafted >= depth or p < s.p_min:
+                    break
+                drafted += 1
+            else:
+                if s.p_min == 0.0:
+                    drafted = depth
+        if drafted < max(s.n_min, 1):
+            drafted = accepted = 0
+    return drafted, accepted
+
+
+def replay(trace: dict, s: Setting) -> list[tuple[str, int, int, int]]:
+    """Steps (source, drafted, accepted, draft_sync_tokens) that the engine would take with a fixed setting s."""
+    n = len(trace["output"])
     k = 1  # the first output token comes from the prompt's logits, before any step
     steps = []
     sync = 1
     while k < n:
-        remaining = n - k
-        depth = min(s.n_max, remaining - 1) if s.source != "none" else 0
-        drafted = accepted = 0
-        if depth > 0 and s.source == "lookup":
-            plen, m = look[k]
-            drafted = min(plen, depth)
-            if drafted < max(s.n_min, 1):
-                drafted = 0
-            accepted = min(m, drafted)
-        elif depth > 0 and s.source == "draft":
-            j = k
-            while drafted < depth and j < n:  # on the target's trajectory
-                if conf[j] < s.p_min:
-                    break
-                drafted += 1
-                if not match[j]:
-                    break
-                j += 1
-            accepted = drafted if (drafted == 0 or match[k + drafted - 1]) else drafted - 1
-            if drafted and not match[k + drafted - 1] and drafted < depth:  # off the trajectory: draft goes on
-                for p in off.get(str(k + drafted - 1), []):
-                    if drafted >= depth or p < s.p_min:
-                        break
-                    drafted += 1
-                else:
-                    if s.p_min == 0.0:
-                        drafted = depth
-            if drafted < max(s.n_min, 1):
-                drafted = accepted = 0
+        depth = min(s.n_max, n - k - 1) if s.source != "none" else 0
+        drafted, accepted = draft_step(trace, k, s, depth)
         steps.append((s.source if depth > 0 else "none", drafted, accepted, sync))
         sync = 2 if (s.source == "draft" and drafted > 0 and accepted == drafted) else 1
         k += accepted + 1
+    return steps
+
+
+def replay_controlled(
+    trace: dict,
+    s: Setting,
+    context: float,
+    target: CostCurve,
+    draft: CostCurve | None,
+    overhead: float,
+    row: float,
+    verify_ms: dict[int, float],
+) -> list[tuple[str, int, int, int]]:
+    """Steps under the engine's own controllers (AdaptiveLength, or SourcePool for "pool"), fed with simulated
+    milliseconds, so their choices see this device's costs as they would in the engine. `verify_ms` is the
+    session-wide verify cost table the engine shares between requests (acceptance is learnt per request)."""
+    from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+
+    n = len(trace["output"])
+    pool = SourcePool(["draft", "lookup"], s.n_min, s.n_max, verify_ms=verify_ms) if s.source == "pool" else None
+    length = AdaptiveLength(s.n_min, s.n_max, CostModel(verify_ms=verify_ms)) if pool is None else None
+    k, sync, depth_kv, steps = 1, 1, context, []
+    while k < n:
+        if pool is not None:
+            available = {"draft"} | ({"lookup"} if trace["lookup"][k][0] else set())
+            name, want = pool.choose(available)
+        else:
+            name, want = s.source, length.next_length()  # type: ignore[union-attr]
+        depth = min(want, n - k - 1) if name != "none" else 0
+        drafted, accepted = draft_step(trace, k, Setting(name, depth, s.n_min, s.p_min), depth)
+        step = (name if depth > 0 else "none", drafted, accepted, sync)
+        verify = target(drafted + 1, depth_kv) + overhead + row * (drafted + 1)
+        total = step_ms(step, depth_kv, target, draft, overhead, row)
+        if pool is not None:
+            pool.observe(name, drafted, accepted, accepted + 1, total - verify, verify)
+        else:
+            length.observe(drafted, accepted, total - verify, verify)  # type: ignore[union-attr]
+        steps.append(step)
+        sync = 2 if (name == "draft" and drafted > 0 and accepted == drafted) else 1
+        k += accepted + 1
+        depth_kv += accepted + 1
     return steps
 
 
@@ -207,8 +257,16 @@ def simulate(
     """Predicted generation tok/s over all traces (total tokens / total time) at KV depth `context`."""
     tokens = ms = 0.0
     drafted = accepted = nsteps = 0
+    controlled = s.adaptive or s.source == "pool"
+    verify_ms: dict[int, float] = {}
+    if controlled:  # the engine's session has served requests before: warm its verify cost table, uncounted
+        for tr in traces:
+            replay_controlled(tr, s, context, target, draft, overhead, row, verify_ms)
     for tr in traces:
-        steps = replay(tr, s)
+        if controlled:
+            steps = replay_controlled(tr, s, context, target, draft, overhead, row, verify_ms)
+        else:
+            steps = replay(tr, s)
         # the first token (from the prompt's logits) is emitted at t=0 like the engine's timer; steps make the rest
         tokens += 1 + sum(a + 1 for _, _, a, _ in steps)
         ms += steps_ms(steps, context, target, draft, overhead, row)
@@ -256,7 +314,9 @@ def _copy_edit_prompt() -> str:
     return "Rename the variable `out` to `proposal` in this code and return the whole code, nothing else:\n\n" + code
 
 
-def record(out: str, max_tokens: int, prompts: list[str], calib_contexts: list[int]) -> None:
+def record(
+    out: str, max_tokens: int, prompts: list[str], calib_contexts: list[int], threads: int = 0, flash_attn: str = "off"
+) -> None:
     import numpy as np
 
     from app.calibration.runner import build_messages, corpus_text
@@ -269,7 +329,17 @@ def record(out: str, max_tokens: int, prompts: list[str], calib_contexts: list[i
     from app.speculative.sources import PromptLookupSource
 
     target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
-    s = Session(EngineConfig(model=str(target), draft=str(draft), n_ctx=4096, n_batch=512, dynamic_draft=False))
+    s = Session(
+        EngineConfig(
+            model=str(target),
+            draft=str(draft),
+            n_ctx=4096,
+            n_batch=512,
+            n_threads=threads,
+            flash_attn=flash_attn,
+            dynamic_draft=False,
+        )
+    )
     dctx: Context = s.sources["draft"].ctx  # type: ignore[attr-defined]
     jobs = []
     for name in prompts:
@@ -284,10 +354,9 @@ def record(out: str, max_tokens: int, prompts: list[str], calib_contexts: list[i
     for name, msgs in jobs:
         t0 = time.perf_counter()
         prompt = s.format_prompt(GenerationRequest(messages=msgs))
-        # 1. the target's greedy output, with a cheap speculative setting (exact: same tokens as plain)
-        req = GenerationRequest(
-            messages=msgs, max_tokens=max_tokens, sampling=greedy, speculative=SpecSettings("lookup", 8)
-        )
+        # 1. the target's own greedy output: plain decoding, one token a step (speculative runs may leave it at a
+        #    near-tie, because llama.cpp's logits shift slightly with the verify batch size)
+        req = GenerationRequest(messages=msgs, max_tokens=max_tokens, sampling=greedy, speculative=PLAIN)
         done = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
         output = list(done.tokens)
         # 2. the draft model, teacher-forced on prompt + output: its top-1 and probability at every position
@@ -349,11 +418,15 @@ def record(out: str, max_tokens: int, prompts: list[str], calib_contexts: list[i
                     steps.append([ev.source, ev.drafted, ev.accepted, round(ev.draft_ms, 2), round(ev.verify_ms, 2)])
                 elif isinstance(ev, DoneEvent):
                     summ = ev.summary
-            assert list(summ.tokens) == output, f"{name} {st.label()}: output differs from the recorded one"
+            toks = list(summ.tokens)
+            diverged = next((i for i, (x, y) in enumerate(zip(toks, output, strict=False)) if x != y), None)
+            if diverged is None and len(toks) != len(output):
+                diverged = min(len(toks), len(output))
             measured.append(
                 {
                     "setting": st.to_dict(),
                     "label": st.label(),
+                    "diverged_at": diverged,  # None: the same tokens as the recorded plain output
                     "tok_s": summ.timings.predicted_per_second,
                     "predicted_ms": summ.timings.predicted_ms,
                     "steps": steps,
@@ -405,6 +478,7 @@ def validate(traces: list[dict], target: CostCurve, draft: CostCurve | None, ove
                     "steps_measured": len(m["steps"]),
                     "steps_predicted": len(steps),
                     "step_agreement": round(agree, 3),
+                    "diverged_at": m.get("diverged_at"),
                 }
             )
     return rows
@@ -418,8 +492,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--max-tokens", type=int, default=128)
         ap.add_argument("--prompts", default="code,chat,copy-edit")
         ap.add_argument("--calib", default="512", help="calibration-corpus prompt lengths (comma list, '' for none)")
+        ap.add_argument("--threads", type=int, default=0, help="0: all cores")
+        ap.add_argument("--flash-attn", default="off", help="as the cost curve it is checked against (measure.py)")
         a = ap.parse_args(argv[1:])
-        record(a.out, a.max_tokens, a.prompts.split(","), [int(x) for x in a.calib.split(",") if x])
+        calib = [int(x) for x in a.calib.split(",") if x]
+        record(a.out, a.max_tokens, a.prompts.split(","), calib, a.threads, a.flash_attn)
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--traces")
@@ -431,6 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--row-ms", type=float, default=0.0, help="overhead per verified row")
     ap.add_argument("--validate", action="store_true", help="compare with the traces' measured runs")
     ap.add_argument("--engine", default=None, help="measure.py engine output: check the cost side against it")
+    ap.add_argument(
+        "--in-sample", action="store_true", help="calibrate on every trace (default: on the calib-* traces only)"
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument("--csv", default=None)
     a = ap.parse_args(argv)
@@ -457,20 +537,24 @@ def main(argv: list[str] | None = None) -> int:
         rows = validate(traces, target, draft, a.overhead_ms, a.row_ms)
         print(
             "| trace | setting | measured tok/s | predicted tok/s | predicted/measured | steps meas/pred "
-            "| step agreement |"
+            "| step agreement | output left the plain one at |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(
                 f"| {r['trace']} | {r['setting']} | {r['measured_tok_s']:.2f} | {r['predicted_tok_s']:.2f} | "
-                f"{r['ratio']} | {r['steps_measured']}/{r['steps_predicted']} | {r['step_agreement']} |"
+                f"{r['ratio']} | {r['steps_measured']}/{r['steps_predicted']} | {r['step_agreement']} | "
+                f"{'-' if r['diverged_at'] is None else 'token ' + str(r['diverged_at'])} |"
             )
         if a.json:
             Path(a.json).write_text(json.dumps({"validation": rows}, indent=1))
         return 0
     contexts = [int(x) for x in a.contexts.split(",")] if a.contexts else target.depths
-    work = [t for t in traces if not t["name"].startswith("calib")]
-    cal = [t for t in traces if t["name"].startswith("calib")] or work
+    if a.in_sample:  # as on a user's machine: the frontier is measured and applied on the same kind of text
+        work = cal = traces
+    else:  # held out: DD and the best static setting are chosen on the calibration corpus, judged on the prompts
+        work = [t for t in traces if not t["name"].startswith("calib")]
+        cal = [t for t in traces if t["name"].startswith("calib")] or work
     settings = grid(draft is not None)
     table, best_static = frontier(work, cal, contexts, target, draft, a.overhead_ms, a.row_ms, settings)
     print(

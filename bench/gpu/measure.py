@@ -65,7 +65,9 @@ def costs(out: str, specs: list[str], contexts=(128, 1024, 4096, 8192), batches=
         load_s = time.perf_counter() - t_load
         for fa in FLASH:
             key = name + ("+fa" if fa else "")
-            ctx = Context(m, ContextParams(n_ctx=max(contexts) + 64, n_batch=512, n_threads=THREADS, flash_attn=fa))
+            mode = "on" if fa else "off"
+            cp = ContextParams(n_ctx=max(contexts) + 64, n_batch=512, n_threads=THREADS, flash_attn=mode)
+            ctx = Context(m, cp)
             rows = _cost_rows(ctx, m.vocab.n_vocab, contexts, batches, reps, key)
             result["models"][key] = {
                 "path": os.path.basename(path),
@@ -126,7 +128,7 @@ def engine(out: str, target: str, draft: str, contexts=(512, 4096), max_tokens=1
             n_batch=512,
             n_threads=THREADS,
             n_gpu_layers=NGL,
-            flash_attn=FLASH[-1],
+            flash_attn="on" if FLASH[-1] else "off",
             dynamic_draft=False,
         )
     )

@@ -10,7 +10,8 @@
 #   DD_STEPS     any of: costs (verify-cost curves, flash attention off and on), engine (Session runs with step
 #                traces, for checking the simulator), calib (the quick calibration, wall time)
 #   DD_MODELS    which shape-equivalent models to write and measure (the draft q05b is always written)
-#   DD_TARGET    target for engine/calib (default q7b); DD_FLASH: 0, 1 or 0,1 (see measure.py)
+#   DD_TARGET    target for engine/calib (default q7b); DD_FLASH: 0, 1 or 0,1 (costs, engine: see measure.py);
+#   DD_CALIB_FA  flash attention for calib: auto (default), on or off
 # Synthetic models stay in /tmp while the machine is kept warm, so a follow-up call skips writing them.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -53,10 +54,10 @@ for step in $STEPS; do
     engine)
       timeout "$left" python3 bench/gpu/measure.py engine "$OUT/engine-$TARGET.json" /tmp/$TARGET.gguf /tmp/q05b.gguf ;;
     calib)
-      fa=""; [ "${DD_FLASH:-0}" = 1 ] && fa=--flash-attn
+      fa=${DD_CALIB_FA:-auto}  # the engine's default, as llama.cpp's
       tc=$(date +%s)
       timeout "$left" python3 -m app calibrate --model /tmp/$TARGET.gguf --draft /tmp/q05b.gguf --quick \
-        --gpu-layers -1 --ctx-size 8192 $fa --json > "$OUT/calib-$TARGET.json"
+        --gpu-layers -1 --ctx-size 8192 --flash-attn $fa --json > "$OUT/calib-$TARGET.json"
       echo "quick calibration rc=$? wall=$(( $(date +%s) - tc ))s" ;;
   esac
   echo "$step done at $(elapsed)s"
