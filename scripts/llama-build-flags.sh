@@ -9,7 +9,8 @@ CPU_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F
 # DYNADRAFT_PORTABLE=1 (used for bundles) keeps the AVX2 baseline that runs on any x86-64-v3 CPU.
 if [ "${DYNADRAFT_PORTABLE:-0}" != 1 ] && grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
   CPU_FLAGS="$CPU_FLAGS -DGGML_AVX512=ON"
-  for f in avx512_vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
+  # /proc/cpuinfo spells these avx512vbmi, avx512_vnni, avx512_bf16 (the kernel's names, not the compilers').
+  for f in avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
     if grep -qw "${f%%:*}" /proc/cpuinfo; then CPU_FLAGS="$CPU_FLAGS -DGGML_${f##*:}=ON"; fi
   done
 else
