@@ -330,7 +330,7 @@ class Session:
                 steps=run.steps,
                 prompt_tokens=n_prompt,
                 settings=settings,
-                dynamic_draft=record.to_dict(),
+                dynamic_draft=self._decision_dict(record),
                 per_source=self.stats.request_summary(),
                 margins=tuple(run.margins[: len(run.generated)]),
             )
@@ -456,6 +456,13 @@ class Session:
             t=time.perf_counter(),
             n_generated=len(run.generated),
         )
+
+    def _decision_dict(self, record: DecisionRecord) -> dict[str, Any]:
+        """The decision record as responses carry it; says so when speculation is off for this model (and why)."""
+        out = record.to_dict()
+        if self.speculation_disabled_reason:
+            out["speculation_disabled"] = self.speculation_disabled_reason
+        return out
 
     def _disable_speculation(self, reason: str) -> None:
         """Rollback is impossible for this model: plain decoding from now on (this and later requests)."""

@@ -290,6 +290,8 @@ def test_impossible_rollback_turns_speculation_off_with_a_reason(
         assert all(s.accepted == s.drafted for s in steps[: drafted[-1]])
     again = _run(session, _raw(tiny.prompt, speculative=LOOKUP))  # later requests: plain decoding
     assert again.settings.is_plain and again.timings.draft_n == 0
+    assert spec.dynamic_draft["speculation_disabled"] == reason  # responses say why (HTTP, CLI --json, GUI)
+    assert again.dynamic_draft["speculation_disabled"] == reason
     assert again.tokens == spec.tokens
 
 
