@@ -274,3 +274,8 @@ class ExternalSession:
                 f"llama-server is not running (exit code {code}); its log ends with:\n{self.server.logs(15)}"
             )
         return EngineError(f"llama-server connection failed: {type(e).__name__}: {e}")
+
+
+def describe_runtime(session: object) -> str | None:
+    """For an external server: its build and which per-request fields it honours; None for the bundled runtime."""
+    return session.features.describe() if isinstance(session, ExternalSession) else None

@@ -238,6 +238,16 @@ class MainWindow(QMainWindow):
         self.welcome.setVisible(False)
         self.st_model.setText(choice.label)
         self.st_model.setToolTip(choice.model + (f"\ndraft: {choice.draft}" if choice.draft else ""))
+        if choice.server_binary:  # which per-request fields this build honours, from its /props (off-thread)
+            from app.engine.external import describe_runtime
+
+            self._runtime_call = BackgroundCall(
+                lambda: engine.call(describe_runtime, timeout=10), "dynadraft-gui-runtime", self
+            )
+            self._runtime_call.succeeded.connect(
+                lambda text: self.st_model.setToolTip(f"{self.st_model.toolTip()}\nruntime: {text}")
+            )
+            self._runtime_call.start()
         self.chat.set_banner(
             "Demo model: SmolLM2-135M is tiny and answers at demo quality. Open your own GGUF for real work."
             if choice.demo

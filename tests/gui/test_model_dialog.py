@@ -54,6 +54,8 @@ def test_external_runtime_loads_from_the_dialog_and_is_remembered(  # type: igno
     assert summary.timings.predicted_n > 0 and summary.text
     assert summary.dynamic_draft["prompt_tokens"] == summary.prompt_tokens  # DD saw the server's exact count
     assert gui_settings().value("model/server_binary") == llama_server_binary
+    # The status bar says which per-request fields this build honours (from its /props).
+    qtbot.waitUntil(lambda: "honours" in w.st_model.toolTip(), timeout=10_000)
     w.close()  # closes the engine, which stops the server
     w2: MainWindow = make_window()
     saved = w2._saved_choice()
