@@ -104,6 +104,17 @@ class CostCurve:
         return y0 + (y1 - y0) * (depth - d0) / (d1 - d0)
 
 
+@dataclass(frozen=True)
+class Device:
+    """Everything a step costs on one device: the target's and draft's cost curves, a fixed per-step overhead and
+    an overhead per verified row (Python: logits copy, greedy check), in ms."""
+
+    target: CostCurve
+    draft: CostCurve | None = None
+    overhead: float = 0.0
+    row: float = 0.0
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # replay
 
@@ -162,14 +173,7 @@ def replay(trace: dict, s: Setting) -> list[tuple[str, int, int, int]]:
 
 
 def replay_controlled(
-    trace: dict,
-    s: Setting,
-    context: float,
-    target: CostCurve,
-    draft: CostCurve | None,
-    overhead: float,
-    row: float,
-    verify_ms: dict[int, float],
+    trace: dict, s: Setting, context: float, dev: Device, verify_ms: dict[int, float]
 ) -> list[tuple[str, int, int, int]]:
     """Steps under the engine's own controllers (AdaptiveLength, or SourcePool for "pool"), fed with simulated
     milliseconds, so their choices see this device's costs as they would in the engine. `verify_ms` is the
@@ -189,8 +193,8 @@ def replay_controlled(
         depth = min(want, n - k - 1) if name != "none" else 0
         drafted, accepted = draft_step(trace, k, Setting(name, depth, s.n_min, s.p_min), depth)
         step = (name if depth > 0 else "none", drafted, accepted, sync)
-        verify = target(drafted + 1, depth_kv) + overhead + row * (drafted + 1)
-        total = step_ms(step, depth_kv, target, draft, overhead, row)
+        verify = dev.target(drafted + 1, depth_kv) + dev.overhead + dev.row * (drafted + 1)
+        total = step_ms(step, depth_kv, dev)
         if pool is not None:
             pool.observe(name, drafted, accepted, accepted + 1, total - verify, verify)
         else:
@@ -202,24 +206,24 @@ def replay_controlled(
     return steps
 
 
-def step_ms(step, depth: float, target: CostCurve, draft: CostCurve | None, overhead: float, row: float) -> float:
+def step_ms(step, depth: float, dev: Device) -> float:
     source, drafted, accepted, sync = step
-    t = target(drafted + 1, depth) + overhead + row * (drafted + 1)
-    if source == "draft" and draft is not None:
-        t += draft(sync, depth) + max(0, drafted - 1) * draft(1, depth)
+    t = dev.target(drafted + 1, depth) + dev.overhead + dev.row * (drafted + 1)
+    if source == "draft" and dev.draft is not None:
+        t += dev.draft(sync, depth) + max(0, drafted - 1) * dev.draft(1, depth)
     return t
 
 
-def steps_ms(steps, context: float, target: CostCurve, draft: CostCurve | None, overhead: float, row: float) -> float:
+def steps_ms(steps, context: float, dev: Device) -> float:
     """Predicted time of a list of steps starting at KV depth `context` (each step deepens the cache)."""
     total, depth = 0.0, context
     for st in steps:
-        total += step_ms(st, depth, target, draft, overhead, row)
+        total += step_ms(st, depth, dev)
         depth += st[2] + 1
     return total
 
 
-def engine_check(runs: list[dict], target: CostCurve, draft: CostCurve | None, overhead: float, row: float) -> list:
+def engine_check(runs: list[dict], dev: Device) -> list:
     """Time side of the model, on the device itself: each engine run's own steps (measure.py engine), priced with
     the cost curves, against the run's measured tok/s. Acceptance is taken from the run, so only costs are tested."""
     rows = []
@@ -228,7 +232,7 @@ def engine_check(runs: list[dict], target: CostCurve, draft: CostCurve | None, o
         for source, drafted, accepted, *_ in run["steps"]:
             steps.append((source, drafted, accepted, sync))
             sync = 2 if (source == "draft" and drafted > 0 and accepted == drafted) else 1
-        ms = steps_ms(steps, run["context"], target, draft, overhead, row)
+        ms = steps_ms(steps, run["context"], dev)
         # the engine's first token comes from the prompt's logits, outside the timed steps
         pred = (run["predicted_n"] - 1) / ms * 1000.0 if ms else 0.0
         meas = (run["predicted_n"] - 1) / sum(st[3] + st[4] for st in run["steps"]) * 1000.0
@@ -245,15 +249,7 @@ def engine_check(runs: list[dict], target: CostCurve, draft: CostCurve | None, o
     return rows
 
 
-def simulate(
-    traces: list[dict],
-    s: Setting,
-    context: float,
-    target: CostCurve,
-    draft: CostCurve | None,
-    overhead: float,
-    row: float,
-) -> dict:
+def simulate(traces: list[dict], s: Setting, context: float, dev: Device) -> dict:
     """Predicted generation tok/s over all traces (total tokens / total time) at KV depth `context`."""
     tokens = ms = 0.0
     drafted = accepted = nsteps = 0
@@ -261,15 +257,12 @@ def simulate(
     verify_ms: dict[int, float] = {}
     if controlled:  # the engine's session has served requests before: warm its verify cost table, uncounted
         for tr in traces:
-            replay_controlled(tr, s, context, target, draft, overhead, row, verify_ms)
+            replay_controlled(tr, s, context, dev, verify_ms)
     for tr in traces:
-        if controlled:
-            steps = replay_controlled(tr, s, context, target, draft, overhead, row, verify_ms)
-        else:
-            steps = replay(tr, s)
+        steps = replay_controlled(tr, s, context, dev, verify_ms) if controlled else replay(tr, s)
         # the first token (from the prompt's logits) is emitted at t=0 like the engine's timer; steps make the rest
         tokens += 1 + sum(a + 1 for _, _, a, _ in steps)
-        ms += steps_ms(steps, context, target, draft, overhead, row)
+        ms += steps_ms(steps, context, dev)
         drafted += sum(d for _, d, _, _ in steps)
         accepted += sum(a for _, _, a, _ in steps)
         nsteps += len(steps)
@@ -282,12 +275,12 @@ def simulate(
     }
 
 
-def frontier(traces, cal_traces, contexts, target, draft, overhead, row, settings):
+def frontier(traces, cal_traces, contexts, dev: Device, settings):
     """Per context: every setting's predicted tok/s on `traces`; DD picks the best on `cal_traces` (calibration)."""
     table = []
     for c in contexts:
-        res = {s.label(): simulate(traces, s, c, target, draft, overhead, row)["tok_s"] for s in settings}
-        cal = {s.label(): simulate(cal_traces, s, c, target, draft, overhead, row)["tok_s"] for s in settings}
+        res = {s.label(): simulate(traces, s, c, dev)["tok_s"] for s in settings}
+        cal = {s.label(): simulate(cal_traces, s, c, dev)["tok_s"] for s in settings}
         table.append({"context": c, "workload": res, "calibration": cal, "dd": max(cal, key=cal.get)})
 
     # best static: one setting for every context, chosen on the calibration traces (sum of time over contexts)
@@ -458,13 +451,13 @@ def record(
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def validate(traces: list[dict], target: CostCurve, draft: CostCurve | None, overhead: float, row: float) -> list:
+def validate(traces: list[dict], dev: Device) -> list:
     rows = []
     for tr in traces:
         for m in tr.get("measured", []):
             sp = m["setting"]
             s = Setting(sp["source"], sp["n_max"], sp["n_min"], sp["p_min"])
-            pred = simulate([tr], s, tr["prompt_tokens"], target, draft, overhead, row)
+            pred = simulate([tr], s, tr["prompt_tokens"], dev)
             steps = replay(tr, s)
             same = list(zip(steps, m["steps"], strict=False))
             agree = sum(1 for st, ms in same if st[1] == ms[1] and st[2] == ms[2]) / max(len(same), 1)
@@ -520,8 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     dname = a.draft or (names[1] if len(names) > 1 else None)
     target = CostCurve(costs[tname]["ms"])
     draft = CostCurve(costs[dname]["ms"]) if dname else None
+    dev = Device(target, draft, a.overhead_ms, a.row_ms)
     if a.engine:
-        rows = engine_check(json.loads(Path(a.engine).read_text())["runs"], target, draft, a.overhead_ms, a.row_ms)
+        rows = engine_check(json.loads(Path(a.engine).read_text())["runs"], dev)
         print("| context | setting | engine tok/s | tok/s over its steps | predicted tok/s | predicted/measured |")
         print("|---|---|---|---|---|---|")
         for r in rows:
@@ -534,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--traces is required unless --engine is given")
     traces = json.loads(Path(a.traces).read_text())["traces"]
     if a.validate:
-        rows = validate(traces, target, draft, a.overhead_ms, a.row_ms)
+        rows = validate(traces, dev)
         print(
             "| trace | setting | measured tok/s | predicted tok/s | predicted/measured | steps meas/pred "
             "| step agreement | output left the plain one at |"
@@ -556,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         work = [t for t in traces if not t["name"].startswith("calib")]
         cal = [t for t in traces if t["name"].startswith("calib")] or work
     settings = grid(draft is not None)
-    table, best_static = frontier(work, cal, contexts, target, draft, a.overhead_ms, a.row_ms, settings)
+    table, best_static = frontier(work, cal, contexts, dev, settings)
     print(
         f"SIMULATED: traces {a.traces} ({len(work)} workload, {len(cal)} calibration), costs {a.costs} "
         f"(target {tname}, draft {dname}), overhead {a.overhead_ms} ms/step + {a.row_ms} ms/row"
