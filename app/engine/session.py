@@ -170,7 +170,7 @@ class Session:
                 self.model, config.draft, ctx_params, ModelParams(dl, config.use_extra_bufts)
             )
             self.sources["draft"] = DraftModelSource(dctx)
-        self.policy = self._policy_without_table("")
+        self.policy = policy_without_table(config, "")
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
@@ -194,9 +194,6 @@ class Session:
     def set_policy(self, policy: DynamicDraftPolicy) -> None:
         self.policy = policy
 
-    def _policy_without_table(self, message: str) -> DynamicDraftPolicy:
-        return policy_without_table(self.config, message)
-
     @property
     def n_ctx(self) -> int:
         return int(self.ctx.n_ctx)
@@ -211,7 +208,7 @@ class Session:
 
         store = calibration_store(self.config.model, self.config.draft)
         if store.active_id() is None:
-            self.policy = self._policy_without_table("no calibration table yet")
+            self.policy = policy_without_table(self.config, "no calibration table yet")
             self.dd_status = "no calibration table yet: run a calibration"
             return self.dd_status
         fingerprint = session_fingerprint(self)
@@ -262,7 +259,7 @@ class Session:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
-        check_prompt_fits(n_prompt, request.max_tokens, self.ctx.n_ctx)
+        check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
         settings, record = self._choose_settings(n_prompt, request.speculative)
         seed = request.sampling.seed
         run = _Run(
