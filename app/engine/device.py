@@ -118,6 +118,23 @@ def default_gpu_layers(devices: Sequence[Device] | None = None) -> int:
     return ALL_LAYERS if acc is not None else 0
 
 
+def resolve_flash_attn(mode: str, n_gpu_layers: int, devices: Sequence[Device] | None = None) -> str:
+    """The flash-attention setting to give llama.cpp: `mode` as asked, except "auto" on a software Vulkan device.
+
+    ggml-vulkan's flash-attention path crashed Mesa's lavapipe (LLVM 15, Debian bookworm) in 7 of 10 runs of a
+    speculative rollback sequence (SIGSEGV or abort in llama_decode); with it off, 6 of 6 ran. On the H200's NVIDIA
+    Vulkan driver the same sequence ran 12 of 12 with it on. So "auto" means off only where layers go to a software
+    device. An explicit "on" is honoured."""
+    if mode != "auto" or n_gpu_layers == 0:
+        return mode
+    try:
+        devs = list_devices() if devices is None else list(devices)
+    except (ImportError, OSError, AttributeError):
+        return mode
+    acc = best_accelerator(devs, allow_software=True)
+    return "off" if acc is not None and acc.kind == "software" else mode
+
+
 def describe_active(n_gpu_layers: int | None = None, devices: Sequence[Device] | None = None) -> str:
     """One line for the GUI status bar: "Vulkan · Radeon 8060S", "Vulkan · NVIDIA H200", "CPU · AMD Ryzen ...".
 

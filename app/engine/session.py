@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.chat import TemplateError, TextStream, render_chat
+from app.engine.device import resolve_flash_attn
 from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
 from app.engine.sampling import distribution, draw, greedy_token
 from app.engine.types import (
@@ -152,7 +153,7 @@ class Session:
             n_ctx=config.n_ctx,
             n_batch=config.n_batch,
             n_threads=config.n_threads,
-            flash_attn=config.flash_attn,
+            flash_attn=resolve_flash_attn(config.flash_attn, config.n_gpu_layers),
             type_k=config.type_k,
             type_v=config.type_v,
         )

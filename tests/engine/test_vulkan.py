@@ -23,6 +23,7 @@ from app.engine.device import (
     default_gpu_layers,
     describe_active,
     is_strix_halo,
+    resolve_flash_attn,
     short_name,
 )
 from app.models.runtime import Device
@@ -110,6 +111,16 @@ def test_describe_active() -> None:
 
 
 # -- the engine on a Vulkan device ------------------------------------------------------------------------------
+def test_flash_attention_auto_is_off_only_on_a_software_vulkan_device() -> None:
+    lavapipe = dev("Vulkan0", "llvmpipe (LLVM 15.0.6, 256 bits)", "GPU")
+    radeon = dev("Vulkan0", "AMD Radeon 8060S Graphics (RADV GFX1151)", "IGPU", total=96 * GB)
+    assert resolve_flash_attn("auto", ALL_LAYERS, [CPU, lavapipe]) == "off"  # ggml-vulkan FA crashed lavapipe
+    assert resolve_flash_attn("auto", ALL_LAYERS, [CPU, radeon]) == "auto"
+    assert resolve_flash_attn("auto", 0, [CPU, lavapipe]) == "auto"  # nothing offloaded: the CPU runs it
+    assert resolve_flash_attn("on", ALL_LAYERS, [CPU, lavapipe]) == "on"  # an explicit choice is honoured
+    assert resolve_flash_attn("off", ALL_LAYERS, [CPU, radeon]) == "off"
+
+
 _CHILD = r"""
 import json, sys
 from app.engine.device import backend_names, describe_active, has_vulkan_backend
