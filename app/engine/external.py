@@ -6,6 +6,7 @@ import http.client
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 
@@ -122,7 +123,6 @@ class ExternalSession:
         except BaseException:
             self.server.stop()
             raise
-        self.speculation_disabled_reason: str | None = None
         self.policy = policy_without_table(config, NO_TABLE_MESSAGE)
         self.dd_status = NO_TABLE_MESSAGE
 
@@ -177,24 +177,20 @@ class ExternalSession:
         final: dict[str, Any] | None = None
         cancelled = False
         t0 = time.perf_counter()
-        stream = self._open_stream(body)
-        with stream:
-            try:
-                for chunk in stream:
-                    if chunk.get("content"):
-                        text.append(chunk["content"])
-                        yield TextEvent(chunk["content"], len(chunk.get("tokens") or ()), 0)
-                    tokens.extend(int(t) for t in chunk.get("tokens") or ())
-                    if chunk.get("stop"):
-                        final = chunk
-                        break
-                    if cancel is not None and cancel.is_set():
-                        cancelled = True  # closing the connection (leaving `with`) makes the server drop the slot
-                        break
-            except ServerHTTPError as e:
-                raise engine_error(e) from e
-            except (OSError, http.client.HTTPException, ValueError) as e:
-                raise self._unreachable(e) from e
+        with self._server_errors():
+            stream = self.server.stream("/completion", body)
+        with stream, self._server_errors(ValueError):  # ValueError: a chunk that is not JSON
+            for chunk in stream:
+                if chunk.get("content"):
+                    text.append(chunk["content"])
+                    yield TextEvent(chunk["content"], len(chunk.get("tokens") or ()), 0)
+                tokens.extend(int(t) for t in chunk.get("tokens") or ())
+                if chunk.get("stop"):
+                    final = chunk
+                    break
+                if cancel is not None and cancel.is_set():
+                    cancelled = True  # closing the connection (leaving `with`) makes the server drop the slot
+                    break
         if final is None and not cancelled:
             raise self._unreachable(EOFError("the stream ended before its final event"))
         if final is not None and final.get("stop_type") == "eos" and tokens:
@@ -240,14 +236,6 @@ class ExternalSession:
             **sampling,
         }
 
-    def _open_stream(self, body: dict[str, Any]) -> Any:
-        try:
-            return self.server.stream("/completion", body)
-        except ServerHTTPError as e:
-            raise engine_error(e) from e
-        except (OSError, http.client.HTTPException) as e:
-            raise self._unreachable(e) from e
-
     def _timings(self, final: dict[str, Any] | None, n_prompt: int, n_tokens: int, wall_ms: float) -> Timings:
         raw = (final or {}).get("timings") or {}
         if not raw:  # cancelled: the server sends no final timings, so report what was seen
@@ -260,11 +248,19 @@ class ExternalSession:
         return [int(t) for t in self._call("POST", "/tokenize", body)["tokens"]]
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        try:
+        with self._server_errors():
             return self.server.request(method, path, body)[1]
+
+    @contextmanager
+    def _server_errors(self, *also: type[Exception]) -> Iterator[None]:
+        """The engine's errors for the server's: its error answers keep their message; a dead or unreachable
+        server says so (with the end of its log). `also`: further exception types that mean a broken exchange."""
+        broken: tuple[type[Exception], ...] = (OSError, http.client.HTTPException, *also)
+        try:
+            yield
         except ServerHTTPError as e:
             raise engine_error(e) from e
-        except (OSError, http.client.HTTPException) as e:
+        except broken as e:
             raise self._unreachable(e) from e
 
     def _unreachable(self, e: BaseException) -> EngineError:
