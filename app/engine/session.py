@@ -28,13 +28,17 @@ from app.engine.types import (
     Timings,
 )
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
+from app.engine.llama_mtp import mtp_unavailable_reason
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+from app.speculative.mtp import MtpSource, attach_mtp
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftModelSource, DraftSource, PromptLookupSource, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
 from app.speculative.verify import verify_greedy, verify_sampled
 
 log = logging.getLogger(__name__)
+
+MTP_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class EngineConfig:
     default_spec: SpecSettings | None = None
     # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
     server_binary: str | None = None
+    # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
+    # "on" refuses a GGUF without, "off" never loads it (saves the head's weights and its context).
+    mtp: str = "auto"
 
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
@@ -95,11 +102,21 @@ def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPoli
 
 
 def choose_settings(
-    policy: DynamicDraftPolicy, caps: DraftCaps, n_prompt: int, override: SpecSettings | None, draft_loaded: bool
+    policy: DynamicDraftPolicy,
+    caps: DraftCaps,
+    n_prompt: int,
+    override: SpecSettings | None,
+    draft_loaded: bool,
+    mtp_missing: str | None = "no MTP head is loaded",
 ) -> tuple[SpecSettings, DecisionRecord]:
-    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way)."""
+    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way).
+
+    `mtp_missing` says why the model's MTP head cannot draft (None: it can)."""
+    if override is not None and override.source == "mtp" and mtp_missing is not None:
+        raise InvalidRequest(f"speculative.source 'mtp' needs the model's MTP head: {mtp_missing}")
     if override is not None and override.source in ("draft", "pool") and not draft_loaded:
-        raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
+        if override.source == "draft" or mtp_missing is not None:
+            raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
     return policy.decide(n_prompt, override, caps)
 
 
@@ -157,7 +174,11 @@ class Session:
             type_k=config.type_k,
             type_v=config.type_v,
         )
-        self.model = Model(config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts))
+        if config.mtp not in MTP_MODES:
+            raise LlamaError(f"mtp must be one of {', '.join(MTP_MODES)}")
+        self.model = Model(
+            config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts, load_mtp=config.mtp != "off")
+        )
         try:
             self.ctx = Context(self.model, ctx_params)
         except LlamaError:
@@ -171,18 +192,36 @@ class Session:
                 self.model, config.draft, ctx_params, ModelParams(dl, config.use_extra_bufts)
             )
             self.sources["draft"] = DraftModelSource(dctx)
+        self.mtp_missing = self._attach_mtp(ctx_params)
         self.policy = policy_without_table(config, "")
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
         self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
-        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), "draft" in self.sources)
+        self._caps = DraftCaps(
+            min(config.draft_n_max_cap, config.n_batch - 1, 64), "draft" in self.sources, "mtp" in self.sources
+        )
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
         self.reload_policy()
+
+    def _attach_mtp(self, ctx_params: ContextParams) -> str | None:
+        """Add the model's MTP head as the "mtp" source when it has one; returns why not (None when added)."""
+        if self.config.mtp == "off":
+            return "MTP is turned off for this engine"
+        reason = mtp_unavailable_reason(self.model)
+        if reason is None:
+            try:
+                self.sources["mtp"] = attach_mtp(self.ctx, self.model, ctx_params)
+            except LlamaError as e:
+                reason = str(e)
+        if reason is not None and self.config.mtp == "on":
+            self.close()
+            raise LlamaError(f"--mtp: {reason}")
+        return reason
 
     # -- public helpers -------------------------------------------------------------------------------------------
     @property
@@ -246,6 +285,8 @@ class Session:
         for src in self.sources.values():
             if isinstance(src, DraftModelSource):
                 src.ctx.close()
+            elif isinstance(src, MtpSource):
+                src.close()
         self.ctx.close()
         if self.draft_model:
             self.draft_model.close()
@@ -253,7 +294,7 @@ class Session:
 
     # -- settings -------------------------------------------------------------------------------------------------
     def _choose_settings(self, n_prompt: int, override: SpecSettings | None) -> tuple[SpecSettings, DecisionRecord]:
-        return choose_settings(self.policy, self.caps, n_prompt, override, "draft" in self.sources)
+        return choose_settings(self.policy, self.caps, n_prompt, override, "draft" in self.sources, self.mtp_missing)
 
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
@@ -271,7 +312,7 @@ class Session:
             stream=TextStream(request.stop),
         )
         if request.pool or settings.source == "pool":
-            drafting: list[str] = [name for name in ("draft", "lookup") if name in self.sources]
+            drafting: list[str] = [name for name in ("draft", "mtp", "lookup") if name in self.sources]
             run.pool = SourcePool(
                 drafting, settings.n_min, settings.n_max, verify_ms=self._verify_ms, step_cost=self.pool_step_cost
             )
@@ -348,7 +389,7 @@ class Session:
         if run.pool is not None:
             # A lookup proposal costs microseconds, so make it first: lookup competes only when it has a match.
             peek = None
-            available = {"draft"} if "draft" in self.sources else set()
+            available = {name for name in ("draft", "mtp") if name in self.sources}
             if "lookup" in self.sources:
                 s = run.settings
                 peek = self.sources["lookup"].propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)

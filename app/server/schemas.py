@@ -55,7 +55,7 @@ class SpeculativeOptions(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    source: Literal["draft", "lookup", "none", "pool"] | None = None
+    source: Literal["draft", "lookup", "mtp", "none", "pool"] | None = None
     n_max: int | None = None
     n_min: int | None = None
     p_min: float | None = None

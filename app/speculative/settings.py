@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-Source = Literal["draft", "lookup", "none", "pool"]
-SOURCES: tuple[str, ...] = ("draft", "lookup", "none", "pool")
+Source = Literal["draft", "lookup", "mtp", "none", "pool"]
+SOURCES: tuple[str, ...] = ("draft", "lookup", "mtp", "none", "pool")
 
 
 @dataclass(frozen=True)
 class SpecSettings:
     """Draft settings for one request; `n_max == 0` or `source == "none"` is plain decoding.
 
-    source: "draft" (a second GGUF), "lookup" (prompt n-gram lookup), "none", or "pool" (chosen per step).
+    source: "draft" (a second GGUF), "lookup" (prompt n-gram lookup), "mtp" (the target's own multi-token
+    prediction head), "none", or "pool" (chosen per step).
     n_max: the deepest draft; n_min: a shorter draft is dropped; p_min: drafting stops when the draft's
     top-1 probability falls below it; adaptive: draft length follows measured acceptance within [n_min, n_max].
     """

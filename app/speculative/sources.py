@@ -80,6 +80,28 @@ def _top1_probability(logits: np.ndarray) -> tuple[int, float]:
     return tok, 1.0 / denom
 
 
+def draft_sampling(sampling: SamplingParams) -> SamplingParams:
+    """What a model draft samples with: the target's knobs without penalties (they need the full history)."""
+    return SamplingParams(
+        temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p
+    )
+
+
+def pick_draft_token(
+    logits: np.ndarray, sampling: SamplingParams, draft_params: SamplingParams, rng: np.random.Generator
+) -> tuple[int, float, np.ndarray | None]:
+    """One draft token from a draft's logits: (token, its confidence, q it was drawn from or None for greedy).
+
+    Greedy (T = 0) takes the top-1 and reports its probability; T > 0 draws from q = the processed distribution,
+    which the verifier needs for exact rejection sampling.
+    """
+    if sampling.greedy:
+        tok, conf = _top1_probability(logits)
+        return tok, conf, None
+    q = distribution(logits, draft_params)
+    return draw(q, rng), float(q.max()), q
+
+
 class DraftModelSource:
     """A second GGUF with the same vocabulary, in its own context and KV cache.
 
@@ -117,18 +139,9 @@ class DraftModelSource:
         if n_max <= 0 or not history:
             return out
         self._sync(history)
-        draft_params = SamplingParams(
-            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p
-        )
+        draft_params = draft_sampling(sampling)
         while True:
-            logits = self.ctx.logits(-1)
-            if sampling.greedy:
-                tok, conf = _top1_probability(logits)
-                q = None
-            else:
-                q = distribution(logits, draft_params)
-                conf = float(q.max())
-                tok = draw(q, rng)
+            tok, conf, q = pick_draft_token(self.ctx.logits(-1), sampling, draft_params, rng)
             if conf < p_min:
                 break
             out.tokens.append(tok)

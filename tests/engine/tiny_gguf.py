@@ -146,6 +146,8 @@ def write_tiny_qwen35(
     full_attention_interval: int = 2,
     mix: float = 1.0,
     out_std: float = 0.5,
+    mtp: bool = False,
+    mtp_std: float = 1.0,
 ) -> Path:
     """A tiny Qwen3.5 GGUF (hybrid memory) with F32 random weights; returns the path.
 
@@ -156,10 +158,16 @@ def write_tiny_qwen35(
     heads of 16 (llama.cpp requires the value head size to equal ssm.state_size), a 4-tap causal convolution.
     Every layer ends in a SwiGLU FFN. `mix` scales the attention and delta-net output projections (how much
     the memory moves the residual stream); `out_std` scales the output head, i.e. the logit gaps.
+
+    `mtp` appends one multi-token-prediction (NextN) block after the trunk, as the released Qwen3.5/3.6 GGUFs carry
+    it: block_count counts it, `nextn_predict_layers` = 1, and the block is a full-attention decoder layer fed by
+    `nextn.eh_proj` over [RMSNorm(token embedding) | RMSNorm(target hidden state)], sharing the output head.
+    `mtp_std` scales the hidden-state half of eh_proj (how much the draft follows the target's state).
     """
     if not 1 < full_attention_interval <= n_layer:
         raise ValueError("need at least one attention and one recurrent layer")
-    m = _Tiny(Path(path), gguf.MODEL_ARCH.QWEN35, seed=seed, n_embd=n_embd, n_layer=n_layer, out_std=out_std)
+    n_blocks = n_layer + (1 if mtp else 0)
+    m = _Tiny(Path(path), gguf.MODEL_ARCH.QWEN35, seed=seed, n_embd=n_embd, n_layer=n_blocks, out_std=out_std)
     rng, w = m.rng, m.w
     n_ff = 2 * n_embd
     n_head, n_head_kv, head_dim = 4, 2, 16
@@ -181,12 +189,20 @@ def write_tiny_qwen35(
     w.add_ssm_time_step_rank(n_v_heads)
     w.add_ssm_group_count(n_k_heads)
     w.add_full_attention_interval(full_attention_interval)
+    if mtp:
+        w.add_nextn_predict_layers(1)
 
-    for i in range(n_layer):
+    for i in range(n_blocks):
         blk = f"blk.{i}"
         m.ones(f"{blk}.attn_norm.weight", n_embd)
         m.ones(f"{blk}.post_attention_norm.weight", n_embd)
-        if (i + 1) % full_attention_interval == 0:
+        if i == n_layer:  # the MTP block: eh_proj maps [embedding | hidden] (2 * n_embd) back to n_embd
+            eh = rng.standard_normal((n_embd, 2 * n_embd)) * (2 * n_embd) ** -0.5
+            eh[:, n_embd:] *= mtp_std
+            w.add_tensor(f"{blk}.nextn.eh_proj.weight", eh.astype(np.float32))
+            m.ones(f"{blk}.nextn.enorm.weight", n_embd)
+            m.ones(f"{blk}.nextn.hnorm.weight", n_embd)
+        if (i + 1) % full_attention_interval == 0 or i == n_layer:
             m.normal(f"{blk}.attn_q.weight", (2 * n_head * head_dim, n_embd), n_embd**-0.5)  # [q | gate] per head
             m.normal(f"{blk}.attn_k.weight", (n_head_kv * head_dim, n_embd), n_embd**-0.5)
             m.normal(f"{blk}.attn_v.weight", (n_head_kv * head_dim, n_embd), n_embd**-0.5)
