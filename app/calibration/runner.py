@@ -72,9 +72,20 @@ class Result:
     unsafe: list[str] = field(default_factory=list)
 
 
-def candidates(has_draft: bool, mode: str) -> tuple[SpecSettings, ...]:
-    """The settings grid. Plain decoding is always first; prompt lookup is always available."""
+def candidates(has_draft: bool, mode: str, has_mtp: bool = False) -> tuple[SpecSettings, ...]:
+    """The settings grid. Plain decoding is always first; prompt lookup is always available.
+
+    With an MTP head: the design note's MTP rows (n2,p0 / n4,p0.25 / n4,p0 in quick mode; depths 1-6 by p_min in
+    full), its adaptive length, and the pool when no draft model brings its own pool row."""
     out: list[SpecSettings] = [PLAIN]
+    if has_mtp:
+        if mode == "full":
+            out += [SpecSettings("mtp", n, 0, p) for n in (1, 2, 3, 4, 6) for p in (0.0, 0.25, 0.55)]
+        else:
+            out += [SpecSettings("mtp", 2, 0, 0.0), SpecSettings("mtp", 4, 0, 0.25), SpecSettings("mtp", 4, 0, 0.0)]
+        out.append(SpecSettings("mtp", 6, 0, 0.0, adaptive=True))
+        if not has_draft:
+            out.append(SpecSettings("pool", 6, 0, 0.0))
     if has_draft:
         if mode == "full":
             out += [SpecSettings("draft", n, 0, p) for n in (1, 2, 3, 4, 6, 8) for p in (0.0, 0.25, 0.5, 0.75)]
@@ -108,7 +119,7 @@ def default_plan(session: Session, mode: str = "quick", budget_min: float | None
     budget = budget_min * 60.0 if budget_min else (600.0 if mode == "quick" else None)
     return Plan(
         contexts=contexts,
-        candidates=candidates("draft" in session.sources, mode),
+        candidates=candidates("draft" in session.sources, mode, "mtp" in session.sources),
         gen_tokens=gen,
         repeats=2 if mode == "quick" else 3,
         budget_s=budget,

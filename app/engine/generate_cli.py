@@ -12,22 +12,33 @@ from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEven
 from app.engine.worker import Engine
 from app.speculative.settings import PLAIN, SpecSettings
 
+MTP_DEFAULT_N_MAX = 3
+
 
 def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
     """The request-level override the flags ask for, or None to let Dynamic Draft / defaults decide."""
     if args.no_spec:
         return PLAIN
-    source = "lookup" if args.lookup else ("draft" if args.draft else None)
+    source = "mtp" if args.mtp else "lookup" if args.lookup else ("draft" if args.draft else None)
     if args.pool:
         source = "pool"
-    explicit = args.spec_n_max is not None or args.spec_p_min is not None or args.adaptive or args.pool or args.lookup
+    explicit = (
+        args.spec_n_max is not None
+        or args.spec_p_min is not None
+        or args.adaptive
+        or args.pool
+        or args.lookup
+        or args.mtp
+    )
     if not explicit:
         return None
     if source is None:
         source = "lookup"
+    # One MTP head applied recursively drifts after a few tokens: Qwen's own MTP runs draft 2-4.
+    default_n = MTP_DEFAULT_N_MAX if source == "mtp" else 8
     return SpecSettings(
         source=source,  # type: ignore[arg-type]
-        n_max=args.spec_n_max if args.spec_n_max is not None else 8,
+        n_max=args.spec_n_max if args.spec_n_max is not None else default_n,
         n_min=args.spec_n_min,
         p_min=args.spec_p_min if args.spec_p_min is not None else 0.0,
         adaptive=args.adaptive,
@@ -56,7 +67,8 @@ def run_generate(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 2
-    config = config_from_args(args, dynamic_draft=not args.no_dd)
+    # --mtp asks for the head: a GGUF without one is refused at load, with the reason.
+    config = config_from_args(args, dynamic_draft=not args.no_dd, mtp="on" if args.mtp else "auto")
     try:
         with Engine(config) as engine:
             handle = engine.submit(request)

@@ -86,7 +86,7 @@ def _speculative(opts: SpeculativeOptions | None, has_draft: bool) -> SpecSettin
     if not data:
         return None  # an empty object asks for nothing: let Dynamic Draft / the engine defaults decide
     source = data.setdefault("source", "draft" if has_draft else "lookup")
-    if source in ("draft", "pool") and not has_draft:
+    if source == "draft" and not has_draft:  # "pool" and "mtp" can run on the target's MTP head: the engine checks
         raise ApiError(
             400,
             f"speculative.source {source!r} needs a draft model and none is loaded; use 'lookup' or 'none'",

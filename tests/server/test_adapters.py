@@ -67,7 +67,12 @@ def test_speculative_override() -> None:
     assert req.pool and req.speculative is not None and req.speculative.adaptive
     assert adapters.chat_to_generation(chat(speculative={}), has_draft=False).speculative is None
     with pytest.raises(ApiError, match="needs a draft model"):
-        adapters.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False)
+        adapters.chat_to_generation(chat(speculative={"source": "draft"}), has_draft=False)
+    # The pool and MTP can run on the target's own MTP head, which only the engine knows about: it decides (400s).
+    assert adapters.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False).pool
+    assert adapters.chat_to_generation(chat(speculative={"source": "mtp"}), has_draft=False).speculative == (
+        SpecSettings(source="mtp", n_max=adapters.DEFAULT_SPEC_N_MAX)
+    )
     with pytest.raises(ApiError) as e:
         adapters.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 65}), has_draft=False)
     assert e.value.param == "speculative.n_max"
