@@ -56,7 +56,7 @@ DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     "repeat_penalty": 1.0,
     "max_tokens": 512,
     "seed": None,
-    "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | lookup | draft
+    "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | lookup | draft | mtp
     "spec_n_max": 8,
     "spec_p_min": 0.5,
 }
@@ -65,6 +65,7 @@ SPEC_MODES = {
     "off": "Off (plain decoding)",
     "lookup": "Prompt lookup",
     "draft": "Draft model",
+    "mtp": "MTP head (the model's own)",
 }
 
 
@@ -352,7 +353,9 @@ class ConversationList(QWidget):
 class ConversationSettingsDialog(QDialog):
     """System prompt, sampling and speculation settings of one conversation."""
 
-    def __init__(self, conv: Conversation, has_draft: bool, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, conv: Conversation, has_draft: bool, parent: QWidget | None = None, has_mtp: bool = False
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Chat settings — {conv.title}")
         s = chat_settings(conv)
@@ -371,10 +374,14 @@ class ConversationSettingsDialog(QDialog):
         for key, label in SPEC_MODES.items():
             self.spec_mode.addItem(label, key)
         self.spec_mode.setCurrentIndex(max(0, self.spec_mode.findData(s["spec_mode"])))
-        if not has_draft:
-            idx = self.spec_mode.findData("draft")
-            self.spec_mode.model().item(idx).setEnabled(False)  # type: ignore[attr-defined]
-            self.spec_mode.setItemData(idx, "Load a draft model to use this", Qt.ItemDataRole.ToolTipRole)
+        for key, here, tip in (
+            ("draft", has_draft, "Load a draft model to use this"),
+            ("mtp", has_mtp, "Offered when the loaded GGUF carries multi-token-prediction (MTP) layers"),
+        ):
+            if not here:
+                idx = self.spec_mode.findData(key)
+                self.spec_mode.model().item(idx).setEnabled(False)  # type: ignore[attr-defined]
+                self.spec_mode.setItemData(idx, tip, Qt.ItemDataRole.ToolTipRole)
         self.spec_n_max = _ispin(1, 64, s["spec_n_max"], "deepest draft per step")
         self.spec_p_min = _dspin(0, 1, 0.05, s["spec_p_min"], "stop drafting below this draft probability")
         form = QFormLayout()
@@ -458,6 +465,7 @@ class ChatPanel(QWidget):
         self.store = store
         self.engine: Engine | None = None
         self.has_draft = False
+        self.has_mtp = False  # the loaded model's MTP head drafts (offered as a speculation choice)
         self.conv: Conversation | None = None
         self.reply: _Reply | None = None
         self._last_bridge: GenerationBridge | None = None  # kept alive until its thread is surely done
@@ -554,11 +562,12 @@ class ChatPanel(QWidget):
         self._update_controls()
 
     # -- engine ---------------------------------------------------------------------------------------------------
-    def set_engine(self, engine: Engine | None, has_draft: bool = False) -> None:
+    def set_engine(self, engine: Engine | None, has_draft: bool = False, has_mtp: bool = False) -> None:
         if self.reply is not None and engine is not self.engine:
             self.stop()
         self.engine = engine
         self.has_draft = has_draft
+        self.has_mtp = has_mtp
         self._update_controls()
 
     def set_banner(self, text: str) -> None:
@@ -638,7 +647,7 @@ class ChatPanel(QWidget):
         if self.conv is None:
             self.new_conversation()
         assert self.conv is not None
-        dlg = ConversationSettingsDialog(self.conv, self.has_draft, self)
+        dlg = ConversationSettingsDialog(self.conv, self.has_draft, self, has_mtp=self.has_mtp)
         if dlg.exec() == QDialog.DialogCode.Accepted:
             system, settings = dlg.values()
             self.apply_settings(system, settings)

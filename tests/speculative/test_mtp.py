@@ -260,3 +260,58 @@ def test_generate_mtp_cli(tiny: TinyMtp) -> None:
     assert compare(a["tokens"], [1.0] * len(a["tokens"]), b["tokens"]).identical
     refused = _generate_cli(tiny.plain, "--mtp")
     assert refused.returncode != 0 and "no MTP (NextN) layers" in refused.stderr
+
+
+@pytest.fixture(scope="module")
+def endpoint(tiny: TinyMtp) -> Iterator[str]:
+    from app.engine.worker import Engine
+    from app.server.runner import EndpointServer
+
+    engine = Engine(_config(tiny.mtp)).wait_ready(60)
+    server = EndpointServer(engine, "tiny-mtp", port=0)
+    server.start()
+    yield server.url
+    server.stop()
+    engine.close()
+
+
+def test_openai_client_drafts_with_mtp_and_prometheus_counts_it(endpoint: str) -> None:
+    import httpx
+    import openai
+
+    client = openai.OpenAI(base_url=f"{endpoint}/v1", api_key="x", max_retries=0, timeout=60)
+    try:
+        kw = {"model": "tiny-mtp", "prompt": PROMPTS[0], "max_tokens": 32, "temperature": 0}
+        plain = client.completions.create(**kw, extra_body={"speculative": {"source": "none"}})  # type: ignore[call-overload]
+        mtp = client.completions.create(**kw, extra_body={"speculative": {"source": "mtp", "n_max": 3}})  # type: ignore[call-overload]
+        assert mtp.choices[0].text == plain.choices[0].text
+        extra = mtp.model_extra or {}
+        assert extra["timings"]["draft_n"] > 0 and extra["timings"]["draft_n_accepted"] > 0
+        assert extra["dynamic_draft"]["selected"]["source"] == "mtp"
+    finally:
+        client.close()
+    metrics = httpx.get(f"{endpoint}/metrics", timeout=30).text
+    assert 'source="mtp"' in metrics
+
+
+def test_source_mtp_on_a_gguf_without_mtp_layers_is_a_400(tiny: TinyMtp) -> None:
+    import openai
+
+    from app.engine.worker import Engine
+    from app.server.runner import EndpointServer
+
+    engine = Engine(_config(tiny.plain)).wait_ready(60)
+    server = EndpointServer(engine, "tiny", port=0)
+    server.start()
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=60)
+    try:
+        with pytest.raises(openai.BadRequestError, match="MTP head: tiny-qwen35.gguf has no MTP"):
+            client.completions.create(
+                model="tiny", prompt="hello", max_tokens=4, extra_body={"speculative": {"source": "mtp"}}
+            )
+        ok = client.completions.create(model="tiny", prompt="hello", max_tokens=4)  # the engine lives on
+        assert ok.choices[0].text is not None
+    finally:
+        client.close()
+        server.stop()
+        engine.close()
