@@ -315,3 +315,42 @@ def test_source_mtp_on_a_gguf_without_mtp_layers_is_a_400(tiny: TinyMtp) -> None
         client.close()
         server.stop()
         engine.close()
+
+
+def test_catalog_reads_mtp_layers_from_a_local_header(tiny: TinyMtp, tmp_path: Path) -> None:
+    """`dynadraft models --catalog` says what the catalog claims for Qwen3.6, and what the header says once local."""
+    import shutil
+
+    def rows() -> dict[str, str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "app", "models", "--catalog", "--json", "--models-dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=60, check=True,
+        )
+        return {r["id"]: r["mtp"] for r in json.loads(out.stdout)}
+
+    before = rows()
+    assert before["qwen3.6-35b-a3b-iq3_s"].startswith("unverified")
+    assert before["qwen3.6-35b-a3b-rocmfp4-strix"].startswith("unverified: the file name says MTP")
+    folder = tmp_path / "unsloth" / "Qwen3.6-35B-A3B-GGUF"  # where `dynadraft pull` puts that build
+    folder.mkdir(parents=True)
+    shutil.copy(tiny.mtp, folder / "Qwen3.6-35B-A3B-UD-IQ3_S.gguf")  # stands in for the real file's header
+    assert rows()["qwen3.6-35b-a3b-iq3_s"] == "yes: 1 MTP layer(s) (GGUF header)"
+    shutil.copy(tiny.plain, folder / "Qwen3.6-35B-A3B-UD-IQ3_S.gguf")
+    assert rows()["qwen3.6-35b-a3b-iq3_s"] == "no (GGUF header)"
+
+
+def test_quick_calibration_measures_mtp_rows_and_dd_applies_them(tiny: TinyMtp) -> None:
+    from app.calibration.runner import Plan, candidates, run_calibration
+
+    s = Session(_config(tiny.mtp))
+    try:
+        grid = candidates("draft" in s.sources, "quick", "mtp" in s.sources)
+        labels = [g.label() for g in grid]
+        assert {"mtp n2,p0", "mtp n4,p0.25", "mtp n4,p0", "pool n6,p0"} <= set(labels)
+        result = run_calibration(s, Plan(contexts=(64, 160), candidates=grid, gen_tokens=12, repeats=1, budget_s=None))
+        measured = {r.setting.label() for rng in result.table.ranges for r in result.table.rows_in(rng)}
+        assert "mtp n4,p0" in measured
+        out = _run(s, PROMPTS[0], None, n=8)  # DD now decides from the table, MTP rows included
+        assert out.dynamic_draft is not None and out.dynamic_draft["reason"] in ("table_row", "fallback_static")
+    finally:
+        s.close()
