@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import replace
+from typing import Any
 
 import llama_cpp as L
 import numpy as np
@@ -30,7 +31,7 @@ _SIGNATURES = {
 SUPPORTED_ARCHS = frozenset({"qwen35", "qwen35moe"})
 
 
-def _bind() -> dict[str, ctypes._CFuncPtr] | None:
+def _bind() -> dict[str, Any] | None:
     lib = L.llama_cpp._lib
     out = {}
     for key, names in _SYMBOLS.items():
@@ -52,7 +53,8 @@ def mtp_unavailable_reason(model: Model) -> str | None:
         return f"{name} has no MTP (NextN) layers"
     arch = model.meta("general.architecture") or "?"
     if arch not in SUPPORTED_ARCHS:
-        return f"{name}: MTP drafting for architecture {arch!r} is not supported (only {', '.join(sorted(SUPPORTED_ARCHS))})"
+        supported = ", ".join(sorted(SUPPORTED_ARCHS))
+        return f"{name}: MTP drafting for architecture {arch!r} is not supported (only {supported})"
     if model.n_layer_nextn != 1:
         return f"{name} has {model.n_layer_nextn} MTP layers; this driver runs exactly one"
     if not model.params.load_mtp:

@@ -14,6 +14,7 @@ import numpy as np
 from app.engine.chat import TemplateError, TextStream, render_chat
 from app.engine.device import resolve_flash_attn
 from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.engine.llama_mtp import mtp_unavailable_reason
 from app.engine.sampling import distribution, draw, greedy_token
 from app.engine.types import (
     ContextLengthExceeded,
@@ -28,7 +29,6 @@ from app.engine.types import (
     Timings,
 )
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
-from app.engine.llama_mtp import mtp_unavailable_reason
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
 from app.speculative.mtp import MtpSource, attach_mtp
 from app.speculative.settings import PLAIN, SpecSettings
@@ -114,9 +114,11 @@ def choose_settings(
     `mtp_missing` says why the model's MTP head cannot draft (None: it can)."""
     if override is not None and override.source == "mtp" and mtp_missing is not None:
         raise InvalidRequest(f"speculative.source 'mtp' needs the model's MTP head: {mtp_missing}")
-    if override is not None and override.source in ("draft", "pool") and not draft_loaded:
-        if override.source == "draft" or mtp_missing is not None:
-            raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
+    # The pool runs without a draft model when the MTP head drafts.
+    needs_draft = override is not None and (override.source == "draft" or override.source == "pool" and mtp_missing)
+    if needs_draft and not draft_loaded:
+        assert override is not None
+        raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
     return policy.decide(n_prompt, override, caps)
 
 
@@ -389,7 +391,7 @@ class Session:
         if run.pool is not None:
             # A lookup proposal costs microseconds, so make it first: lookup competes only when it has a match.
             peek = None
-            available = {name for name in ("draft", "mtp") if name in self.sources}
+            available: set[str] = {name for name in ("draft", "mtp") if name in self.sources}
             if "lookup" in self.sources:
                 s = run.settings
                 peek = self.sources["lookup"].propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.llama import Context, LlamaError
+from app.engine.llama import LlamaError
 from app.engine.sampling import SamplingParams, distribution
 from app.engine.session import EngineConfig, Session, choose_settings
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, InvalidRequest
@@ -65,7 +65,11 @@ def _write_pair(folder: Path, mtp_next_scale: float = 1.0, **tiny: float) -> Tin
     for (a, b), _ in pairs.most_common():
         bigram.setdefault(a, b)
     mtp = write_tiny_qwen35(
-        folder / "tiny-qwen35-mtp.gguf", mtp=True, mtp_next=bigram, mtp_next_scale=mtp_next_scale, **tiny  # type: ignore[arg-type]
+        folder / "tiny-qwen35-mtp.gguf",
+        mtp=True,
+        mtp_next=bigram,
+        mtp_next_scale=mtp_next_scale,
+        **tiny,  # type: ignore[arg-type]
     )
     return TinyMtp(plain, mtp)
 
@@ -324,7 +328,10 @@ def test_catalog_reads_mtp_layers_from_a_local_header(tiny: TinyMtp, tmp_path: P
     def rows() -> dict[str, str]:
         out = subprocess.run(
             [sys.executable, "-m", "app", "models", "--catalog", "--json", "--models-dir", str(tmp_path)],
-            capture_output=True, text=True, timeout=60, check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         )
         return {r["id"]: r["mtp"] for r in json.loads(out.stdout)}
 
