@@ -361,3 +361,27 @@ def test_quick_calibration_measures_mtp_rows_and_dd_applies_them(tiny: TinyMtp) 
         assert out.dynamic_draft is not None and out.dynamic_draft["reason"] in ("table_row", "fallback_static")
     finally:
         s.close()
+
+
+def test_token_for_token_with_llama_server_draft_mtp(tiny: TinyMtp, session: Session, llama_server_binary: str) -> None:
+    """llama.cpp's own MTP driver (`llama-server --spec-type draft-mtp`, built from the same pinned source) on the
+    same file and prompt tokens, greedy: the same tokens, and both really drafted with the head."""
+    from app.models.external import ExternalServer, ServerSpec
+
+    n_max, n_predict = 3, 32
+    flags = ("--spec-type", "draft-mtp", "--spec-draft-n-max", str(n_max), "--spec-draft-p-min", "0")
+    spec = ServerSpec(
+        binary=llama_server_binary, model=str(tiny.mtp), n_ctx=512, n_batch=64, n_threads=1, extra_args=flags
+    )
+    with ExternalServer(spec) as server:
+        for prompt in PROMPTS:
+            tokens = session.format_prompt(GenerationRequest(prompt=prompt, max_tokens=1))
+            body = {"prompt": tokens, "n_predict": n_predict, "temperature": 0, "cache_prompt": False}
+            status, theirs = server.request("POST", "/completion", {**body, "return_tokens": True})
+            assert status == 200, theirs
+            ours = _run(session, prompt, SpecSettings(source="mtp", n_max=n_max), n=n_predict)
+            plain = _run(session, prompt, PLAIN, n=n_predict)
+            verdict = compare(plain.tokens, plain.margins, theirs["tokens"])
+            assert verdict.acceptable, f"llama-server vs plain on {prompt!r}: {verdict.describe()}"
+            assert list(ours.tokens) == theirs["tokens"], prompt
+            assert theirs["timings"]["draft_n"] > 0 and ours.timings.draft_n > 0
