@@ -160,10 +160,10 @@ class ExternalSession:
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request on the server; yields TextEvents and ends with a DoneEvent. Raises EngineError subclasses."""
         spec = request.speculative
-        if request.pool or (spec is not None and (spec.source in ("lookup", "pool") or spec.adaptive)):
+        if request.pool or (spec is not None and (spec.source in ("lookup", "pool", "mtp") or spec.adaptive)):
             raise InvalidRequest(
                 "an external llama-server drafts only with its draft model (-md): speculative.source "
-                "'lookup'/'pool' and adaptive length need the bundled runtime"
+                "'lookup'/'pool'/'mtp' and adaptive length need the bundled runtime"
             )
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
