@@ -30,7 +30,13 @@ export VK_DRIVER_FILES=$ICD VK_ICD_FILENAMES=$ICD VK_LOADER_DEBUG=error,warn
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 export DYNADRAFT_HOME=/tmp/ddhome
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.csv"
-python3 bench/gpu/measure.py devices "$OUT/devices.json" > /dev/null
+# ggml's own log says whether the Vulkan backend found the GPU: with only some of the loader's libraries unpacked the
+# backend still registers (devices.json lists "Vulkan") while every run silently falls back to the host CPU.
+DYNADRAFT_LLAMA_LOG=1 python3 bench/gpu/measure.py devices "$OUT/devices.json" > /dev/null 2> "$OUT/devices.log"
+grep -i vulkan "$OUT/devices.log" | head -5
+if ! grep -q "ggml_vulkan: Found [1-9]" "$OUT/devices.log"; then
+  echo "NO VULKAN DEVICE (ggml's log lacks 'ggml_vulkan: Found'): stopping"; exit 3
+fi
 if ! grep -q Vulkan "$OUT/devices.json"; then echo "NO VULKAN DEVICE: stopping"; exit 3; fi
 STEPS=${DD_STEPS:-costs}
 MODELS=${DD_MODELS:-q05b q15b q7b}
