@@ -2,7 +2,8 @@
 # Device runs on the lent H200 machine (Vulkan), in steps, each one command that ends inside the 10-minute limit.
 #
 # Prepared here by bench/gpu/pack.sh into build/ddvk/ (ignored by git; sent with `carry: ["build/ddvk"]`):
-#   gl/*.deb          Debian's libvulkan1 + libglvnd0 (the machine has NVIDIA's ICD but no Vulkan loader)
+#   gl/*.deb          Debian's libvulkan1, libglvnd0, libegl1, libgl1, libglx0, libopengl0, libgles2 (the machine
+#                     has NVIDIA's ICD but no Vulkan loader; with the first two alone the GPU was not found)
 #   payload.tar.xz    the Vulkan llama_cpp package (pure Python + shared libraries, loaded by ctypes, so the
 #                     wheel built for Python 3.11 here runs under the machine's 3.12) + diskcache + platformdirs
 #   skel/*.skel       GGUF headers (metadata + tensor infos) of the real 0.5B/1.5B and derived 7B/14B/32B shapes
