@@ -27,6 +27,7 @@ from app.policy.report import comparison_rows, to_csv, to_markdown
 from app.policy.store import TableStore
 from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
 from app.speculative.exactness import compare
+from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
 
 FIXED_BASELINE = SpecSettings(source="draft", n_max=2, p_min=0.0)  # the seed's fixed "n2,p0.0"
@@ -75,15 +76,11 @@ class Result:
 def candidates(has_draft: bool, mode: str, has_mtp: bool = False) -> tuple[SpecSettings, ...]:
     """The settings grid. Plain decoding is always first; prompt lookup is always available.
 
-    With an MTP head: the design note's MTP rows (n2,p0 / n4,p0.25 / n4,p0 in quick mode; depths 1-6 by p_min in
-    full), its adaptive length, and the pool when no draft model brings its own pool row."""
+    With an MTP head: its rows (MtpSource.calibration_grid), and the pool when no draft model brings its own pool row.
+    """
     out: list[SpecSettings] = [PLAIN]
     if has_mtp:
-        if mode == "full":
-            out += [SpecSettings("mtp", n, 0, p) for n in (1, 2, 3, 4, 6) for p in (0.0, 0.25, 0.55)]
-        else:
-            out += [SpecSettings("mtp", 2, 0, 0.0), SpecSettings("mtp", 4, 0, 0.25), SpecSettings("mtp", 4, 0, 0.0)]
-        out.append(SpecSettings("mtp", 6, 0, 0.0, adaptive=True))
+        out += MtpSource.calibration_grid(mode)
         if not has_draft:
             out.append(SpecSettings("pool", 6, 0, 0.0))
     if has_draft:

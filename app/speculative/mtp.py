@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
 from app.engine.llama import Context, ContextParams, LlamaError, Model, common_prefix
 from app.engine.llama_mtp import MtpContext, capture_hidden, hidden_rows
 from app.engine.sampling import SamplingParams
+from app.speculative.settings import SpecSettings
 from app.speculative.sources import Draft, draft_sampling, pick_draft_token
 
 
@@ -29,7 +31,20 @@ class MtpSource:
     n_ctx x n_embd floats at most (the hidden state of every position the target holds).
     """
 
-    name = "mtp"
+    name: ClassVar[str] = "mtp"
+    label: ClassVar[str] = "MTP head (the model's own)"
+    needs_draft_model: ClassVar[bool] = False  # it runs on the target's own weights
+    cheap_peek: ClassVar[bool] = False
+
+    @classmethod
+    def calibration_grid(cls, mode: str) -> tuple[SpecSettings, ...]:
+        """The design note's MTP rows (n2,p0 / n4,p0.25 / n4,p0) in quick mode, depths 1-6 by p_min in full, and
+        adaptive length."""
+        if mode == "full":
+            rows = [SpecSettings("mtp", n, 0, p) for n in (1, 2, 3, 4, 6) for p in (0.0, 0.25, 0.55)]
+        else:
+            rows = [SpecSettings("mtp", 2, 0, 0.0), SpecSettings("mtp", 4, 0, 0.25), SpecSettings("mtp", 4, 0, 0.0)]
+        return (*rows, SpecSettings("mtp", 6, 0, 0.0, adaptive=True))
 
     def __init__(self, target: Context, mtp: MtpContext) -> None:
         self.target = target
