@@ -31,7 +31,7 @@ class MtpSource:
     n_ctx x n_embd floats at most (the hidden state of every position the target holds).
     """
 
-    name: ClassVar[str] = "mtp"
+    name = "mtp"
     label: ClassVar[str] = "MTP head (the model's own)"
     needs_draft_model: ClassVar[bool] = False  # it runs on the target's own weights
     cheap_peek: ClassVar[bool] = False
