@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.policy.fingerprint import FLASH_ATTN_MODES
+from app.runtime.device import FLASH_ATTN_MODES
 
 FLASH_ATTN_HELP = "flash attention, as llama.cpp's -fa (default: auto; recalibrate after changing it)"
 

@@ -20,8 +20,8 @@ def run_self_test() -> int:
         ok = False
     else:
         try:
-            from app.engine.llama import system_info
-            from app.engine.sampling import SamplingParams
+            from app.runtime.llama import system_info
+            from app.runtime.sampling import SamplingParams
             from app.engine.session import EngineConfig
             from app.engine.types import GenerationRequest
             from app.engine.worker import Engine

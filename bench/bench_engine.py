@@ -10,7 +10,7 @@ import argparse
 import statistics
 import time
 
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from app.engine.sampling import SamplingParams
+    from app.runtime.sampling import SamplingParams
     from app.engine.session import EngineConfig
     from app.engine.types import GenerationRequest
     from app.engine.worker import Engine

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.engine.external import ExternalSession
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair

@@ -313,8 +313,8 @@ def record(
     import numpy as np
 
     from app.calibration.runner import build_messages, corpus_text
-    from app.engine.llama import Context, common_prefix
-    from app.engine.sampling import SamplingParams
+    from app.runtime.llama import Context, common_prefix
+    from app.runtime.sampling import SamplingParams
     from app.engine.session import EngineConfig, Session
     from app.engine.types import DoneEvent, GenerationRequest, StepEvent
     from app.models.packaged import ensure_model

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
 from app.policy.report import comparison_rows, to_csv, to_markdown

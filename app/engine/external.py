@@ -23,7 +23,7 @@ from app.engine.types import (
     TextEvent,
     Timings,
 )
-from app.models.external import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
+from app.runtime.llama_server import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
 from app.speculative.settings import PLAIN, SpecSettings
 

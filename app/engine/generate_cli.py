@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.engine.session import config_from_args
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEvent, TextEvent
 from app.engine.worker import Engine

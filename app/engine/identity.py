@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 from pathlib import Path
 
-from app.models.packaged import sha256_file
+from app.models.download import sha256_file
 from app.paths import get_paths
+from app.runtime.device import best_accelerator, cpu_name
 from app.policy.fingerprint import Fingerprint
 
 
@@ -33,22 +33,10 @@ def cached_sha256(path: str | Path) -> str:
     return digest
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def active_device(n_gpu_layers: int) -> tuple[str, str]:
     """(backend, device name) that runs the model: the accelerator layers go to when offloading, else the CPU."""
     if n_gpu_layers != 0:
         try:
-            from app.engine.device import best_accelerator
-
             # Software Vulkan (lavapipe) counts too: it is what runs when GGML_VK_VISIBLE_DEVICES selects it.
             acc = best_accelerator(allow_software=True)
             if acc is not None:

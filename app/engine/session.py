@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from app.engine.chat import TemplateError, TextStream, render_chat
-from app.engine.device import resolve_flash_attn
-from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
-from app.engine.sampling import distribution, draw, greedy_token
+from app.runtime.device import resolve_flash_attn
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.runtime.sampling import distribution, draw, greedy_token
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import SpecSettings
 
 FinishReason = Literal["stop", "length", "cancelled"]

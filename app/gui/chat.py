@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.engine.types import GenerationRequest, GenerationSummary, TextEvent
 from app.gui.bridge import GenerationBridge
 from app.gui.store import DEFAULT_TITLE, ChatStore, Conversation, Message

@@ -34,7 +34,7 @@ from app.gui.panels import CalibrationPanel, ModelsPanel, existing
 from app.gui.plots import LivePlots
 from app.gui.store import ChatStore
 from app.paths import get_paths
-from app.policy.fingerprint import FLASH_ATTN_MODES
+from app.runtime.device import FLASH_ATTN_MODES
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine

@@ -184,7 +184,7 @@ def _marker(path: Path) -> Path:
 
 
 def write_marker(path: Path, sha: str) -> None:
-    """Same format as app.models.packaged: '<sha256> <size> <mtime_ns>', so a later look-up skips re-hashing."""
+    """Record '<sha256> <size> <mtime_ns>' (downloads and packaged models alike) so a look-up skips re-hashing."""
     st = path.stat()
     _marker(path).write_text(f"{sha} {st.st_size} {st.st_mtime_ns}\n")
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.engine.types import GenerationRequest, GenerationSummary, InvalidRequest
 from app.server.errors import ApiError
 from app.server.schemas import (

@@ -9,8 +9,8 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.llama import Context, LlamaError, Model, common_prefix
-from app.engine.sampling import SamplingParams, distribution, draw
+from app.runtime.llama import Context, LlamaError, Model, common_prefix
+from app.runtime.sampling import SamplingParams, distribution, draw
 
 # llama.cpp's own pairing rules (common/speculative.cpp): vocab sizes may differ by at most this much, and token
 # texts must agree from this id on (the first few ids are control tokens that families number differently).

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.sampling import SamplingParams, distribution, draw
+from app.runtime.sampling import SamplingParams, distribution, draw
 from app.engine.session import EngineConfig, Session
 from app.engine.types import ContextLengthExceeded, DoneEvent, GenerationRequest, GenerationSummary, TextEvent
 from app.engine.worker import Engine

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.speculative.adaptive import profile_cost
