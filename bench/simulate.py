@@ -313,11 +313,11 @@ def record(
     import numpy as np
 
     from app.calibration.runner import build_messages, corpus_text
-    from app.runtime.llama import Context, common_prefix
-    from app.runtime.sampling import SamplingParams
     from app.engine.session import EngineConfig, Session
     from app.engine.types import DoneEvent, GenerationRequest, StepEvent
     from app.models.packaged import ensure_model
+    from app.runtime.llama import Context, common_prefix
+    from app.runtime.sampling import SamplingParams
     from app.speculative.settings import PLAIN, SpecSettings
     from app.speculative.sources import PromptLookupSource
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from app.runtime.sampling import SamplingParams
 from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
 from app.policy.report import comparison_rows, to_csv, to_markdown
 from app.policy.store import TableStore
 from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
+from app.runtime.sampling import SamplingParams
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 

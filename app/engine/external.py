@@ -23,8 +23,8 @@ from app.engine.types import (
     TextEvent,
     Timings,
 )
-from app.runtime.llama_server import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
+from app.runtime.llama_server import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
 from app.speculative.settings import PLAIN, SpecSettings
 
 # llama-server's stop_type → the engine's finish reasons ("word": a stop string matched).

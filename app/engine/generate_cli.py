@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
-from app.runtime.sampling import SamplingParams
 from app.engine.session import config_from_args
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEvent, TextEvent
 from app.engine.worker import Engine
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN, SpecSettings
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from app.models.download import sha256_file
 from app.paths import get_paths
-from app.runtime.device import best_accelerator, cpu_name
 from app.policy.fingerprint import Fingerprint
+from app.runtime.device import best_accelerator, cpu_name
 
 
 def cached_sha256(path: str | Path) -> str:

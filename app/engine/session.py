@@ -12,9 +12,6 @@ from typing import Any
 import numpy as np
 
 from app.engine.chat import TemplateError, TextStream, render_chat
-from app.runtime.device import resolve_flash_attn
-from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
-from app.runtime.sampling import distribution, draw, greedy_token
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,
@@ -28,6 +25,9 @@ from app.engine.types import (
     Timings,
 )
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
+from app.runtime.device import resolve_flash_attn
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftModelSource, DraftSource, PromptLookupSource, load_draft_model

@@ -37,10 +37,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.runtime.sampling import SamplingParams
 from app.engine.types import GenerationRequest, GenerationSummary, TextEvent
 from app.gui.bridge import GenerationBridge
 from app.gui.store import DEFAULT_TITLE, ChatStore, Conversation, Message
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN, SpecSettings
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded

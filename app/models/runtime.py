@@ -8,6 +8,7 @@ from typing import Any
 from app.models.quant_types import runtime_type_names
 from app.runtime.device import Device, list_devices
 
+
 @dataclass
 class RuntimeInfo:
     """What the bundled runtime is and what it can run."""

@@ -1,7 +1,8 @@
 """Which device runs the model: GPU detection from ggml's backend registry, Strix Halo recognition, offload defaults.
 
-`list_devices()` reads the registry through libggml; the rest only interprets what it returns, so the pure parts (`classify`, `is_strix_halo`, `default_gpu_layers(devices)`, `describe_active(..., devices)`) work on
-plain `Device` values and are tested without a GPU.
+`list_devices()` reads the registry through libggml; the rest only interprets what it returns, so the pure parts
+(`classify`, `is_strix_halo`, `default_gpu_layers(devices)`, `describe_active(..., devices)`) work on plain
+`Device` values and are tested without a GPU.
 
 Notes on what ggml reports (llama-cpp-python 0.3.36's vendored llama.cpp):
 - the Vulkan backend names its devices "Vulkan0", "Vulkan1", ... and the description is the driver's device name,
@@ -20,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
 
 # Flash attention settings, as llama.cpp's -fa: "auto" resolves the same way for the same backend, device and model.
 FLASH_ATTN_MODES = ("auto", "on", "off")

@@ -6,8 +6,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from app.runtime.sampling import SamplingParams
 from app.engine.types import GenerationRequest, GenerationSummary, InvalidRequest
+from app.runtime.sampling import SamplingParams
 from app.server.errors import ApiError
 from app.server.schemas import (
     AssistantMessage,

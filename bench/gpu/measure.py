@@ -35,8 +35,7 @@ FLASH = [v.strip() == "1" for v in os.environ.get("DD_FLASH", "0").split(",")]
 def devices(out: str) -> None:
     import llama_cpp
 
-    from app.runtime.device import backend_names, describe_active
-    from app.runtime.device import list_devices
+    from app.runtime.device import backend_names, describe_active, list_devices
 
     info = {
         "backends": backend_names(),
@@ -114,9 +113,9 @@ def _cost_rows(ctx, n_vocab: int, contexts, batches, reps: int, label: str) -> d
 def engine(out: str, target: str, draft: str, contexts=(512, 4096), max_tokens=128) -> None:
     max_tokens = int(os.environ.get("DD_MAX_TOKENS", max_tokens))
     from app.calibration.runner import build_messages, corpus_text
-    from app.runtime.sampling import SamplingParams
     from app.engine.session import EngineConfig, Session
     from app.engine.types import DoneEvent, GenerationRequest, StepEvent
+    from app.runtime.sampling import SamplingParams
     from app.speculative.settings import PLAIN, SpecSettings
 
     contexts = tuple(int(c) for c in os.environ.get("DD_ENGINE_CONTEXTS", ",".join(map(str, contexts))).split(","))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.runtime.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
+from app.runtime.sampling import SamplingParams
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 

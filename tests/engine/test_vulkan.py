@@ -18,6 +18,7 @@ import pytest
 
 from app.runtime.device import (
     ALL_LAYERS,
+    Device,
     accelerators,
     classify,
     default_gpu_layers,
@@ -26,7 +27,6 @@ from app.runtime.device import (
     resolve_flash_attn,
     short_name,
 )
-from app.runtime.device import Device
 
 GB = 1 << 30
 
