@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.calibration.runner import Progress, Result, default_plan, plan_with, run_calibration
+from app.engine.session import Session
 from app.engine.worker import Engine
 
 
@@ -21,7 +22,7 @@ def run_quick(
     Blocks the calling (non-GUI) thread; generation requests queue behind it on the engine thread.
     """
 
-    def job(session):  # type: ignore[no-untyped-def]
+    def job(session: Session) -> Result:
         plan = default_plan(session, "quick")
         if plan_changes:
             plan = plan_with(plan, **plan_changes)

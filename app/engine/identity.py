@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.models.download import sha256_file
 from app.paths import get_paths
 from app.policy.fingerprint import Fingerprint
+
+if TYPE_CHECKING:
+    from app.engine.session import Session
+    from app.policy.store import TableStore
 from app.runtime.device import best_accelerator, cpu_name
 
 
@@ -52,7 +57,7 @@ def llama_build() -> str:
     return f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')}"
 
 
-def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
+def session_fingerprint(session: Session) -> Fingerprint:
     """The calibration fingerprint of a loaded Session (target/draft hashes, device, context settings)."""
     cfg = session.config
     backend, device = active_device(cfg.n_gpu_layers)
@@ -70,7 +75,7 @@ def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
     )
 
 
-def calibration_store(model: str, draft: str | None):  # type: ignore[no-untyped-def]
+def calibration_store(model: str, draft: str | None) -> TableStore:
     """The table store for one target/draft pair: a folder per pair, so calibrating another pair does not replace
     this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes."""
     import re

@@ -696,7 +696,7 @@ class ChatPanel(QWidget):
         for b in self.bubbles():
             if b.role == "assistant" and b.message is not None and b.message.stats:
                 segs = b.message.stats.get("segments") if self.highlight.isChecked() else None
-                b.set_text(b.content, [tuple(s) for s in segs] if segs else None)  # type: ignore[misc]
+                b.set_text(b.content, [tuple(s) for s in segs] if segs else None)
         if self.reply is not None:
             self.reply.dirty = True
 

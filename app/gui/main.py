@@ -102,9 +102,7 @@ class MainWindow(QMainWindow):
         cl.addWidget(self.chat, 1)
 
         self.endpoint = EndpointPanel()
-        self.endpoint.restore(
-            {k: self.settings.value(f"endpoint/{k}") for k in ("host", "port", "api_key")}  # type: ignore[misc]
-        )
+        self.endpoint.restore({k: self.settings.value(f"endpoint/{k}") for k in ("host", "port", "api_key")})
         self.endpoint.state_changed.connect(lambda _on: self._update_status())
         self.models_panel = ModelsPanel()
         self.models_panel.load_requested.connect(self._load_local)
