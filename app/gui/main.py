@@ -237,10 +237,8 @@ class MainWindow(QMainWindow):
         self.st_model.setText(choice.label)
         self.st_model.setToolTip(choice.model + (f"\ndraft: {choice.draft}" if choice.draft else ""))
         if choice.server_binary:  # which per-request fields this build honours, from its /props (off-thread)
-            from app.engine.external import describe_runtime
-
             self._runtime_call = BackgroundCall(
-                lambda: engine.call(describe_runtime, timeout=10), "dynadraft-gui-runtime", self
+                lambda: engine.call(lambda runtime: runtime.status(), timeout=10), "dynadraft-gui-runtime", self
             )
             self._runtime_call.succeeded.connect(
                 lambda text: self.st_model.setToolTip(f"{self.st_model.toolTip()}\nruntime: {text}")

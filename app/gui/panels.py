@@ -6,7 +6,7 @@ import importlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -26,6 +26,10 @@ from PySide6.QtWidgets import (
 
 from app.gui.bridge import BackgroundCall
 from app.paths import get_paths
+
+if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
+    from app.engine.runtime import Runtime
+    from app.engine.worker import Engine
 
 
 def _try_import(name: str) -> tuple[Any, str | None]:
@@ -271,7 +275,7 @@ class CalibrationPanel(QWidget):
 
     def __init__(self, runner: Callable[..., Any] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.engine: Any = None
+        self.engine: Engine | None = None
         self.runner = runner
         why = None
         if self.runner is None:
@@ -326,7 +330,7 @@ class CalibrationPanel(QWidget):
         lay.addWidget(self.plot, 2)
         self._sync()
 
-    def set_engine(self, engine: Any) -> None:
+    def set_engine(self, engine: Engine | None) -> None:
         self.engine = engine
         self._sync()
         self.refresh_table_status()
@@ -336,12 +340,13 @@ class CalibrationPanel(QWidget):
 
     def refresh_table_status(self) -> None:
         """Show which table is active for the loaded pair (id, date, fingerprint) or why none applies."""
-        if self.engine is None:
+        engine = self.engine
+        if engine is None:
             self.table_status.setText("")
             return
 
-        def describe(session: Any) -> str:
-            pol = session.policy
+        def describe(runtime: Runtime) -> str:
+            pol = runtime.policy
             if pol.table is not None:
                 t = pol.table
                 fp = t.fingerprint
@@ -353,7 +358,7 @@ class CalibrationPanel(QWidget):
                 return "⚠ The saved table is stale (measured with different " + ", ".join(pol.stale_fields) + ")."
             return "No calibration table for this model yet: Dynamic Draft runs the default setting."
 
-        call = BackgroundCall(lambda: self.engine.call(describe), "dynadraft-dd-status", self)
+        call = BackgroundCall(lambda: engine.call(describe), "dynadraft-dd-status", self)
         call.succeeded.connect(lambda text: self.table_status.setText(str(text)))
         call.start()
         self._status_call = call  # keep a reference until it reports
