@@ -390,7 +390,6 @@ def self_check() -> str:
         app.processEvents()
     title = window.windowTitle()
     tabs = [window.tabs.tabText(i) for i in range(window.tabs.count())]
-    endpoint = "endpoint available" if window.endpoint.available else "endpoint not in this build"
     dispose(window)
     del window
     gc.collect()
@@ -398,7 +397,7 @@ def self_check() -> str:
     if not title.startswith(APP_NAME):
         raise RuntimeError(f"unexpected window title {title!r}")
     return (
-        f"GUI ok: '{title}' with {', '.join(tabs)} tabs ({endpoint}); PySide6 {PySide6.__version__}, "
+        f"GUI ok: '{title}' with {', '.join(tabs)} tabs; PySide6 {PySide6.__version__}, "
         f"pyqtgraph {pyqtgraph.__version__}, platform {app.platformName()}, {ms:.0f} ms"
     )
 
