@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 
@@ -152,10 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_app()
     return int(args.func(args))
-
-
-def print_json(obj: object) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -317,7 +317,3 @@ def plan_with(plan: Plan, **changes: object) -> Plan:
     from dataclasses import replace
 
     return replace(plan, **changes)  # type: ignore[arg-type]
-
-
-def settings_labels(settings: Sequence[SpecSettings]) -> list[str]:
-    return [s.label() for s in settings]

@@ -88,11 +88,6 @@ def shard_names(filename: str) -> list[str]:
     return [f"{prefix}{m['stem']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
-def first_shard(filename: str) -> str:
-    """llama.cpp loads a split model from its first shard."""
-    return shard_names(filename)[0]
-
-
 def _arch_key(g: GGUFFile, suffix: str) -> Any:
     arch = g.get("general.architecture")
     return g.get(f"{arch}.{suffix}") if arch else None
