@@ -5,17 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from app.engine.chat import TemplateError, TextStream, render_chat
-from app.engine.device import resolve_flash_attn
-from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
-from app.engine.llama_mtp import mtp_unavailable_reason
-from app.engine.sampling import distribution, draw, greedy_token
+from app.engine.runtime import Capabilities
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,
@@ -29,10 +26,15 @@ from app.engine.types import (
     Timings,
 )
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
+from app.runtime.device import resolve_flash_attn
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.runtime.llama_mtp import mtp_unavailable_reason
+from app.runtime.sampling import distribution, draw, greedy_token
+from app.speculative import registry
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
-from app.speculative.mtp import MtpSource, attach_mtp
+from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
-from app.speculative.sources import Draft, DraftModelSource, DraftSource, PromptLookupSource, load_draft_model
+from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
 from app.speculative.verify import verify_greedy, verify_sampled
 
@@ -59,13 +61,13 @@ class EngineConfig:
     draft_n_max_cap: int = 16  # the server's draft allocation: nothing drafts deeper than this
     dynamic_draft: bool = True  # apply the calibrated table when one matches this engine's fingerprint
     dd_force: bool = False  # force mode: DD's choice wins over request-level speculative fields
+    # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
+    # "on" refuses a GGUF without, "off" never loads it (saves the head's weights and its context).
+    mtp: str = "auto"
     # Used when neither the request nor Dynamic Draft chooses: llama.cpp's speculative defaults.
     default_spec: SpecSettings | None = None
     # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
     server_binary: str | None = None
-    # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
-    # "on" refuses a GGUF without, "off" never loads it (saves the head's weights and its context).
-    mtp: str = "auto"
 
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
@@ -106,19 +108,17 @@ def choose_settings(
     caps: DraftCaps,
     n_prompt: int,
     override: SpecSettings | None,
-    draft_loaded: bool,
-    mtp_missing: str | None = "no MTP head is loaded",
+    loaded: Collection[str],
+    missing: Mapping[str, str] | None = None,
 ) -> tuple[SpecSettings, DecisionRecord]:
-    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way).
-
-    `mtp_missing` says why the model's MTP head cannot draft (None: it can)."""
-    if override is not None and override.source == "mtp" and mtp_missing is not None:
-        raise InvalidRequest(f"speculative.source 'mtp' needs the model's MTP head: {mtp_missing}")
-    # The pool runs without a draft model when the MTP head drafts.
-    needs_draft = override is not None and (override.source == "draft" or override.source == "pool" and mtp_missing)
-    if needs_draft and not draft_loaded:
-        assert override is not None
-        raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
+    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way); `loaded`: the
+    draft sources the runtime has, which an override must be able to run on; `missing`: why some others are not
+    there (e.g. "mtp": the file has no MTP layers), said in the refusal."""
+    if override is not None and missing and override.source in missing and override.source not in loaded:
+        raise InvalidRequest(f"speculative.source {override.source!r} needs the model's own head: "
+                             f"{missing[override.source]}")
+    if override is not None and (why := registry.unavailable(override.source, loaded)):
+        raise InvalidRequest(f"speculative.source {override.source!r} {why}")
     return policy.decide(n_prompt, override, caps)
 
 
@@ -187,14 +187,24 @@ class Session:
             self.model.close()
             raise
         self.draft_model: Model | None = None
-        self.sources: dict[str, DraftSource] = {"lookup": PromptLookupSource()}
+        dctx = None
         if config.draft:
             dl = config.n_gpu_layers if config.draft_n_gpu_layers is None else config.draft_n_gpu_layers
             self.draft_model, dctx = load_draft_model(
                 self.model, config.draft, ctx_params, ModelParams(dl, config.use_extra_bufts)
             )
-            self.sources["draft"] = DraftModelSource(dctx)
-        self.mtp_missing = self._attach_mtp(ctx_params)
+        # Every registered source that can run here, in registry order (see app/speculative/registry.py).
+        env = SourceEnv(self.model, self.ctx, dctx)
+        self.sources: dict[str, DraftSource] = {}
+        for cls in registry.sources():
+            source = cls.create(env)
+            if source is not None:
+                self.sources[cls.name] = source
+        self.missing = self._missing_sources()
+        if config.mtp == "on" and MtpSource.name in self.missing:
+            reason = self.missing[MtpSource.name]
+            self.close()
+            raise LlamaError(f"--mtp: {reason}")
         self.policy = policy_without_table(config, "")
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
@@ -202,7 +212,7 @@ class Session:
         self._verify_ms: dict[int, float] = {}
         self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
         self._caps = DraftCaps(
-            min(config.draft_n_max_cap, config.n_batch - 1, 64), "draft" in self.sources, "mtp" in self.sources
+            min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None, frozenset(self.missing)
         )
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
@@ -210,22 +220,25 @@ class Session:
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
         self.reload_policy()
 
-    def _attach_mtp(self, ctx_params: ContextParams) -> str | None:
-        """Add the model's MTP head as the "mtp" source when it has one; returns why not (None when added)."""
-        if self.config.mtp == "off":
-            return "MTP is turned off for this engine"
-        reason = mtp_unavailable_reason(self.model)
-        if reason is None:
-            try:
-                self.sources["mtp"] = attach_mtp(self.ctx, self.model, ctx_params)
-            except LlamaError as e:
-                reason = str(e)
-        if reason is not None and self.config.mtp == "on":
-            self.close()
-            raise LlamaError(f"--mtp: {reason}")
-        return reason
+    def _missing_sources(self) -> dict[str, str]:
+        """Why each registered source that needs no draft model is not here (the MTP head of a file without one)."""
+        out = {}
+        for cls in registry.sources():
+            if cls.name not in self.sources and not cls.needs_draft_model:
+                why = mtp_unavailable_reason(self.model) if cls is MtpSource else None
+                out[cls.name] = why or "it cannot run on this model"
+        return out
 
     # -- public helpers -------------------------------------------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(calibrate=True, sources=tuple(self.sources), pool=True, adaptive=True)
+
+    def status(self) -> str:
+        from app.engine.identity import llama_build
+
+        return f"bundled {llama_build()}"
+
     @property
     def caps(self) -> DraftCaps:
         """The draft allocation: the configured depth cap, never more than one verify batch can hold."""
@@ -285,10 +298,7 @@ class Session:
 
     def close(self) -> None:
         for src in self.sources.values():
-            if isinstance(src, DraftModelSource):
-                src.ctx.close()
-            elif isinstance(src, MtpSource):
-                src.close()
+            src.close()
         self.ctx.close()
         if self.draft_model:
             self.draft_model.close()
@@ -296,7 +306,7 @@ class Session:
 
     # -- settings -------------------------------------------------------------------------------------------------
     def _choose_settings(self, n_prompt: int, override: SpecSettings | None) -> tuple[SpecSettings, DecisionRecord]:
-        return choose_settings(self.policy, self.caps, n_prompt, override, "draft" in self.sources, self.mtp_missing)
+        return choose_settings(self.policy, self.caps, n_prompt, override, self.sources, self.missing)
 
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
@@ -313,10 +323,10 @@ class Session:
             rng=np.random.default_rng(seed),
             stream=TextStream(request.stop),
         )
-        if request.pool or settings.source == "pool":
-            drafting: list[str] = [name for name in ("draft", "mtp", "lookup") if name in self.sources]
+        if settings.source == registry.POOL:
+            arms = registry.pool_arms(self.sources)
             run.pool = SourcePool(
-                drafting, settings.n_min, settings.n_max, verify_ms=self._verify_ms, step_cost=self.pool_step_cost
+                arms, settings.n_min, settings.n_max, verify_ms=self._verify_ms, step_cost=self.pool_step_cost
             )
         elif settings.adaptive and not settings.is_plain:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
@@ -384,24 +394,30 @@ class Session:
         return draw(distribution(logits, params, history), run.rng)
 
     def _source_for_step(self, run: _Run, history: list[int]) -> tuple[DraftSource | None, int, Draft | None]:
-        """The source and depth for this step; with the pool, also a prompt-lookup draft it already made."""
+        """The source and depth for this step; with the pool, also a cheap peek's draft it already made."""
         if self.speculation_disabled_reason:
             run.arm = "none"
             return None, 0, None
         if run.pool is not None:
-            # A lookup proposal costs microseconds, so make it first: lookup competes only when it has a match.
-            peek = None
-            available: set[str] = {name for name in ("draft", "mtp") if name in self.sources}
-            if "lookup" in self.sources:
-                s = run.settings
-                peek = self.sources["lookup"].propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)
-                if peek.tokens:
-                    available.add("lookup")
+            # A cheap peek (prompt lookup) costs microseconds, so make it first: it competes only when it has a draft.
+            peeks: dict[str, Draft] = {}
+            available: set[str] = set()
+            for name in run.pool.arms:
+                src = self.sources.get(name)
+                if src is None:
+                    continue
+                if type(src).cheap_peek:
+                    s = run.settings
+                    peek = src.propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)
+                    if not peek.tokens:
+                        continue
+                    peeks[name] = peek
+                available.add(name)
             name, k = run.pool.choose(available)
             run.arm = name
-            if name == "none":
+            if name == registry.NONE:
                 return None, 0, None
-            return self.sources.get(name), k, (peek if name == "lookup" else None)
+            return self.sources.get(name), k, peeks.get(name)
         s = run.settings
         if s.is_plain:
             return None, 0, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +38,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.sampling import SamplingParams
 from app.engine.types import GenerationRequest, GenerationSummary, TextEvent
 from app.gui.bridge import GenerationBridge
 from app.gui.store import DEFAULT_TITLE, ChatStore, Conversation, Message
-from app.speculative.settings import PLAIN, SpecSettings
+from app.runtime.sampling import SamplingParams
+from app.speculative import registry
+from app.speculative.settings import DEFAULT_N_MAX, DEFAULT_P_MIN, PLAIN, SpecSettings, from_intent
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine
@@ -56,17 +58,17 @@ DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     "repeat_penalty": 1.0,
     "max_tokens": 512,
     "seed": None,
-    "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | lookup | draft | mtp
-    "spec_n_max": 8,
-    "spec_p_min": 0.5,
+    "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | a registered source (spec_modes())
+    "spec_n_max": DEFAULT_N_MAX,
+    "spec_p_min": DEFAULT_P_MIN,  # was 0.5 here and 0.0 in HTTP/CLI: one default now (see speculative/settings.py)
 }
-SPEC_MODES = {
-    "auto": "Auto (Dynamic Draft)",
-    "off": "Off (plain decoding)",
-    "lookup": "Prompt lookup",
-    "draft": "Draft model",
-    "mtp": "MTP head (the model's own)",
-}
+
+
+def spec_modes() -> dict[str, str]:
+    """The speculation choices of a conversation: auto, off, then every registered draft source by its label."""
+    return {"auto": "Auto (Dynamic Draft)", "off": "Off (plain decoding)"} | {
+        cls.name: cls.label for cls in registry.sources()
+    }
 
 
 def chat_settings(conv: Conversation) -> dict[str, Any]:
@@ -81,7 +83,7 @@ def spec_from_settings(s: dict[str, Any]) -> SpecSettings | None:
         return None
     if mode == "off":
         return PLAIN
-    return SpecSettings(source=mode, n_max=int(s["spec_n_max"]), p_min=float(s["spec_p_min"]))
+    return from_intent(mode, n_max=int(s["spec_n_max"]), p_min=float(s["spec_p_min"]))
 
 
 def build_request(conv: Conversation, history: list[Message]) -> GenerationRequest:
@@ -354,7 +356,11 @@ class ConversationSettingsDialog(QDialog):
     """System prompt, sampling and speculation settings of one conversation."""
 
     def __init__(
-        self, conv: Conversation, has_draft: bool, parent: QWidget | None = None, has_mtp: bool = False
+        self,
+        conv: Conversation,
+        has_draft: bool,
+        parent: QWidget | None = None,
+        sources: Collection[str] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Chat settings — {conv.title}")
@@ -371,17 +377,19 @@ class ConversationSettingsDialog(QDialog):
         self.seed = QLineEdit("" if s["seed"] is None else str(s["seed"]))
         self.seed.setPlaceholderText("random")
         self.spec_mode = QComboBox()
-        for key, label in SPEC_MODES.items():
+        for key, label in spec_modes().items():
             self.spec_mode.addItem(label, key)
-        self.spec_mode.setCurrentIndex(max(0, self.spec_mode.findData(s["spec_mode"])))
-        for key, here, tip in (
-            ("draft", has_draft, "Load a draft model to use this"),
-            ("mtp", has_mtp, "Offered when the loaded GGUF carries multi-token-prediction (MTP) layers"),
-        ):
-            if not here:
-                idx = self.spec_mode.findData(key)
+            tip = None
+            if key in registry.names() and not has_draft and registry.needs_draft_model(key):
+                tip = "Load a draft model to use this"
+            elif key in registry.names() and sources is not None and key not in sources:
+                # e.g. the MTP head, offered only when the loaded GGUF carries MTP layers
+                tip = f"The loaded model does not offer this ({label})"
+            if tip:
+                idx = self.spec_mode.count() - 1
                 self.spec_mode.model().item(idx).setEnabled(False)  # type: ignore[attr-defined]
                 self.spec_mode.setItemData(idx, tip, Qt.ItemDataRole.ToolTipRole)
+        self.spec_mode.setCurrentIndex(max(0, self.spec_mode.findData(s["spec_mode"])))
         self.spec_n_max = _ispin(1, 64, s["spec_n_max"], "deepest draft per step")
         self.spec_p_min = _dspin(0, 1, 0.05, s["spec_p_min"], "stop drafting below this draft probability")
         form = QFormLayout()
@@ -465,7 +473,7 @@ class ChatPanel(QWidget):
         self.store = store
         self.engine: Engine | None = None
         self.has_draft = False
-        self.has_mtp = False  # the loaded model's MTP head drafts (offered as a speculation choice)
+        self.sources: frozenset[str] | None = None  # the loaded model's draft sources (None: not known)
         self.conv: Conversation | None = None
         self.reply: _Reply | None = None
         self._last_bridge: GenerationBridge | None = None  # kept alive until its thread is surely done
@@ -562,12 +570,14 @@ class ChatPanel(QWidget):
         self._update_controls()
 
     # -- engine ---------------------------------------------------------------------------------------------------
-    def set_engine(self, engine: Engine | None, has_draft: bool = False, has_mtp: bool = False) -> None:
+    def set_engine(
+        self, engine: Engine | None, has_draft: bool = False, sources: frozenset[str] | None = None
+    ) -> None:
         if self.reply is not None and engine is not self.engine:
             self.stop()
         self.engine = engine
         self.has_draft = has_draft
-        self.has_mtp = has_mtp
+        self.sources = sources
         self._update_controls()
 
     def set_banner(self, text: str) -> None:
@@ -647,7 +657,7 @@ class ChatPanel(QWidget):
         if self.conv is None:
             self.new_conversation()
         assert self.conv is not None
-        dlg = ConversationSettingsDialog(self.conv, self.has_draft, self, has_mtp=self.has_mtp)
+        dlg = ConversationSettingsDialog(self.conv, self.has_draft, self, sources=self.sources)
         if dlg.exec() == QDialog.DialogCode.Accepted:
             system, settings = dlg.values()
             self.apply_settings(system, settings)
@@ -705,7 +715,7 @@ class ChatPanel(QWidget):
         for b in self.bubbles():
             if b.role == "assistant" and b.message is not None and b.message.stats:
                 segs = b.message.stats.get("segments") if self.highlight.isChecked() else None
-                b.set_text(b.content, [tuple(s) for s in segs] if segs else None)  # type: ignore[misc]
+                b.set_text(b.content, [tuple(s) for s in segs] if segs else None)
         if self.reply is not None:
             self.reply.dirty = True
 

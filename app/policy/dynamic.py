@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from app.policy.fingerprint import Fingerprint
 from app.policy.frontier import DEFAULT_MIN_GAIN, RangeChoice, StaticChoice, frontier_choices
 from app.policy.table import FrontierTable, normalize
+from app.speculative.registry import needs_draft_model
 from app.speculative.settings import PLAIN, SpecSettings
 
 if TYPE_CHECKING:
@@ -75,10 +76,6 @@ REASONS: tuple[str, ...] = (
     "out_of_range",
 )
 
-NEEDS_DRAFT_MODEL = frozenset({"draft", "pool"})
-"""Sources that need a loaded draft GGUF; "pool" counts, since its per-step choice includes the draft model
-(or the target's MTP head, which stands in for it: see DraftCaps.loaded)."""
-
 _now_ns = time.perf_counter_ns
 _new = object.__new__
 
@@ -87,21 +84,16 @@ _new = object.__new__
 class DraftCaps:
     """The engine's draft allocation: DD may lower the depth per request but never exceed `n_max`.
 
-    n_max: the configured (allocated) draft depth, 0..64; draft_loaded: whether a draft GGUF is loaded;
-    mtp_loaded: whether the target's MTP head runs as a draft source.
+    n_max: the configured (allocated) draft depth, 0..64; draft_loaded: whether a draft GGUF is loaded; missing:
+    registered sources that need no draft GGUF yet cannot run here (the MTP head of a file without MTP layers).
     """
 
     n_max: int
     draft_loaded: bool
-    mtp_loaded: bool = False
+    missing: frozenset[str] = frozenset()
 
-    def loaded(self, source: str) -> bool:
-        """Whether a source's model part is here: "draft" needs the draft GGUF, "mtp" the MTP head, "pool" either."""
-        if source == "mtp":
-            return self.mtp_loaded
-        if source == "pool":
-            return self.draft_loaded or self.mtp_loaded
-        return self.draft_loaded or source not in NEEDS_DRAFT_MODEL
+    def _runs(self, source: str) -> bool:
+        return source not in self.missing and (self.draft_loaded or not needs_draft_model(source))
 
     def __post_init__(self) -> None:
         if not 0 <= self.n_max <= 64:
@@ -111,13 +103,13 @@ class DraftCaps:
         """Whether the setting runs as measured under these caps."""
         if setting.is_plain:
             return True
-        return setting.n_max <= self.n_max and self.loaded(setting.source)
+        return setting.n_max <= self.n_max and self._runs(setting.source)
 
     def clamp(self, setting: SpecSettings) -> SpecSettings:
         """Make an explicit setting (override, engine default) fit: lower depth to the cap; no draft model → plain."""
         if setting.is_plain:
             return PLAIN
-        if self.n_max == 0 or not self.loaded(setting.source):
+        if self.n_max == 0 or not self._runs(setting.source):
             return PLAIN
         if setting.n_max > self.n_max:
             return setting.with_(n_max=self.n_max, n_min=min(setting.n_min, self.n_max))

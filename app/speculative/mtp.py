@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
 
-from app.engine.llama import Context, ContextParams, LlamaError, Model, common_prefix
-from app.engine.llama_mtp import MtpContext, capture_hidden, hidden_rows
-from app.engine.sampling import SamplingParams
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, common_prefix
+from app.runtime.llama_mtp import MtpContext, capture_hidden, hidden_rows, mtp_unavailable_reason
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import SpecSettings
-from app.speculative.sources import Draft, draft_sampling, pick_draft_token
+from app.speculative.sources import Draft, SourceEnv, draft_sampling, pick_draft_token
+
+log = logging.getLogger(__name__)
 
 
 class MtpSource:
@@ -31,10 +34,22 @@ class MtpSource:
     n_ctx x n_embd floats at most (the hidden state of every position the target holds).
     """
 
-    name = "mtp"
+    name: ClassVar[str] = "mtp"
     label: ClassVar[str] = "MTP head (the model's own)"
     needs_draft_model: ClassVar[bool] = False  # it runs on the target's own weights
     cheap_peek: ClassVar[bool] = False
+
+    @classmethod
+    def create(cls, env: SourceEnv) -> MtpSource | None:
+        """The source when the target was loaded with an MTP head this driver runs, else None (see
+        mtp_unavailable_reason; the session says why when a request asks for it)."""
+        if mtp_unavailable_reason(env.target) is not None:
+            return None
+        try:
+            return attach_mtp(env.target_ctx, env.target, env.target_ctx.params)
+        except LlamaError as e:
+            log.warning("%s: no MTP draft source: %s", env.target.path.name, e)
+            return None
 
     @classmethod
     def calibration_grid(cls, mode: str) -> tuple[SpecSettings, ...]:

@@ -25,9 +25,9 @@ def test_mtp_is_offered_for_a_gguf_with_mtp_layers_only(qtbot, make_window, tmp_
     for path, offered in ((mtp, True), (plain, False)):
         with qtbot.waitSignal(w.models.loaded, timeout=60_000):
             w.models.load(ModelChoice(str(path), n_ctx=512))
-        assert w.chat.has_mtp is offered
+        assert w.chat.sources is not None and ("mtp" in w.chat.sources) is offered
         conv = Conversation(id=1, title="t", system_prompt="", settings={"spec_mode": "mtp", "spec_n_max": 3})
-        dlg = ConversationSettingsDialog(conv, w.chat.has_draft, None, has_mtp=w.chat.has_mtp)
+        dlg = ConversationSettingsDialog(conv, w.chat.has_draft, None, sources=w.chat.sources)
         qtbot.addWidget(dlg)
         assert _mtp_item_enabled(dlg) is offered
         if offered:

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.llama import LlamaError
-from app.engine.sampling import SamplingParams, distribution
 from app.engine.session import EngineConfig, Session, choose_settings
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, InvalidRequest
+from app.runtime.llama import LlamaError
+from app.runtime.sampling import SamplingParams, distribution
 from app.speculative.exactness import compare
 from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
@@ -89,13 +89,13 @@ def session(tiny: TinyMtp) -> Iterator[Session]:
 def test_the_tiny_file_carries_one_nextn_layer_that_llama_cpp_loads(tiny: TinyMtp, session: Session) -> None:
     assert session.model.meta("general.architecture") == "qwen35"
     assert session.model.n_layer_nextn == 1 and session.model.is_recurrent  # hybrid: checkpoint rollback
-    assert session.mtp_missing is None and isinstance(session.sources["mtp"], MtpSource)
-    assert session.caps.mtp_loaded and not session.caps.draft_loaded
+    assert "mtp" not in session.missing and isinstance(session.sources["mtp"], MtpSource)
+    assert "mtp" not in session.caps.missing and not session.caps.draft_loaded
     plain = Session(_config(tiny.plain))
     try:
         assert plain.model.n_layer_nextn == 0 and "mtp" not in plain.sources
-        assert plain.mtp_missing is not None and "no MTP (NextN) layers" in plain.mtp_missing
-        with pytest.raises(InvalidRequest, match="needs the model's MTP head: .*no MTP"):
+        assert "no MTP (NextN) layers" in plain.missing["mtp"] and "mtp" in plain.caps.missing
+        with pytest.raises(InvalidRequest, match="needs the model's own head: .*no MTP"):
             _run(plain, "hello", SpecSettings(source="mtp", n_max=2))
     finally:
         plain.close()
@@ -103,7 +103,7 @@ def test_the_tiny_file_carries_one_nextn_layer_that_llama_cpp_loads(tiny: TinyMt
         Session(_config(tiny.plain, mtp="on"))
     off = Session(_config(tiny.mtp, mtp="off"))
     try:
-        assert "mtp" not in off.sources and off.mtp_missing == "MTP is turned off for this engine"
+        assert "mtp" not in off.sources and "loaded without its MTP layers" in off.missing["mtp"]
     finally:
         off.close()
 
@@ -227,20 +227,21 @@ def test_refusal_and_override_checks() -> None:
 
     policy = DynamicDraftPolicy(None, None, default=PLAIN)
     spec = SpecSettings(source="mtp", n_max=3)
+    no_mtp = DraftCaps(8, False, frozenset({"mtp"}))
     with pytest.raises(InvalidRequest, match="GGUF has none"):
-        choose_settings(policy, DraftCaps(8, False), 10, spec, False, "the GGUF has none")
-    chosen, _ = choose_settings(policy, DraftCaps(8, False, True), 10, spec, False, None)
+        choose_settings(policy, no_mtp, 10, spec, {"lookup"}, {"mtp": "the GGUF has none"})
+    chosen, _ = choose_settings(policy, DraftCaps(8, False), 10, spec, {"lookup", "mtp"})
     assert chosen == spec
     pool = SpecSettings(source="pool", n_max=3)
-    assert choose_settings(policy, DraftCaps(8, False, True), 10, pool, False, None)[0] == pool  # MTP-only pool
+    assert choose_settings(policy, DraftCaps(8, False), 10, pool, {"lookup", "mtp"})[0] == pool  # MTP-only pool
     with pytest.raises(InvalidRequest, match="needs a draft model"):
-        choose_settings(policy, DraftCaps(8, False), 10, pool, False, "none")
-    assert DraftCaps(8, False).clamp(spec) == PLAIN and DraftCaps(8, False, True).clamp(spec) == spec
+        choose_settings(policy, no_mtp, 10, pool, {"lookup"}, {"mtp": "none"})
+    assert no_mtp.clamp(spec) == PLAIN and DraftCaps(8, False).clamp(spec) == spec
 
 
 def test_pool_and_adaptive_run_the_mtp_arm(session: Session) -> None:
     plain = _run(session, PROMPTS[0], PLAIN)
-    pool = _run(session, PROMPTS[0], SpecSettings(source="pool", n_max=4), pool=True)
+    pool = _run(session, PROMPTS[0], SpecSettings(source="pool", n_max=4))
     adaptive = _run(session, PROMPTS[0], SpecSettings(source="mtp", n_max=4, adaptive=True))
     for out in (pool, adaptive):
         assert compare(plain.tokens, plain.margins, out.tokens).acceptable
@@ -309,7 +310,7 @@ def test_source_mtp_on_a_gguf_without_mtp_layers_is_a_400(tiny: TinyMtp) -> None
     server.start()
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=60)
     try:
-        with pytest.raises(openai.BadRequestError, match="MTP head: tiny-qwen35.gguf has no MTP"):
+        with pytest.raises(openai.BadRequestError, match="needs the model.s own head: tiny-qwen35.gguf has no MTP"):
             client.completions.create(
                 model="tiny", prompt="hello", max_tokens=4, extra_body={"speculative": {"source": "mtp"}}
             )
@@ -351,9 +352,9 @@ def test_quick_calibration_measures_mtp_rows_and_dd_applies_them(tiny: TinyMtp) 
 
     s = Session(_config(tiny.mtp))
     try:
-        grid = candidates("draft" in s.sources, "quick", "mtp" in s.sources)
+        grid = candidates(s.sources, "quick")
         labels = [g.label() for g in grid]
-        assert {"mtp n2,p0", "mtp n4,p0.25", "mtp n4,p0", "pool n6,p0"} <= set(labels)
+        assert {"mtp n2,p0", "mtp n4,p0.25", "mtp n4,p0", "mtp n6,p0 adaptive", "pool n8,p0"} <= set(labels)
         result = run_calibration(s, Plan(contexts=(64, 160), candidates=grid, gen_tokens=12, repeats=1, budget_s=None))
         measured = {r.setting.label() for rng in result.table.ranges for r in result.table.rows_in(rng)}
         assert "mtp n4,p0" in measured

@@ -9,7 +9,7 @@ from typing import Any
 import llama_cpp as L
 import numpy as np
 
-from app.engine.llama import Context, ContextParams, LlamaError, Model
+from app.runtime.llama import Context, ContextParams, LlamaError, Model
 
 # The staging header (src/llama-ext.h) is C++ without extern "C", so libllama exports these under their Itanium-ABI
 # (GCC/Clang) names; the plain C name is tried first in case a later build exports it. MSVC builds: unverified.
@@ -58,7 +58,7 @@ def mtp_unavailable_reason(model: Model) -> str | None:
     if model.n_layer_nextn != 1:
         return f"{name} has {model.n_layer_nextn} MTP layers; this driver runs exactly one"
     if not model.params.load_mtp:
-        return f"{name} was loaded without its MTP layers"
+        return f"{name} was loaded without its MTP layers (MTP turned off)"
     if _API is None:
         return "this llama.cpp build does not export the MTP staging API (llama_get_embeddings_nextn)"
     return None
