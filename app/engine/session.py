@@ -115,8 +115,9 @@ def choose_settings(
     draft sources the runtime has, which an override must be able to run on; `missing`: why some others are not
     there (e.g. "mtp": the file has no MTP layers), said in the refusal."""
     if override is not None and missing and override.source in missing and override.source not in loaded:
-        raise InvalidRequest(f"speculative.source {override.source!r} needs the model's own head: "
-                             f"{missing[override.source]}")
+        raise InvalidRequest(
+            f"speculative.source {override.source!r} needs the model's own head: {missing[override.source]}"
+        )
     if override is not None and (why := registry.unavailable(override.source, loaded)):
         raise InvalidRequest(f"speculative.source {override.source!r} {why}")
     return policy.decide(n_prompt, override, caps)

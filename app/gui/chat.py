@@ -570,9 +570,7 @@ class ChatPanel(QWidget):
         self._update_controls()
 
     # -- engine ---------------------------------------------------------------------------------------------------
-    def set_engine(
-        self, engine: Engine | None, has_draft: bool = False, sources: frozenset[str] | None = None
-    ) -> None:
+    def set_engine(self, engine: Engine | None, has_draft: bool = False, sources: frozenset[str] | None = None) -> None:
         if self.reply is not None and engine is not self.engine:
             self.stop()
         self.engine = engine
