@@ -13,7 +13,7 @@ from app.runtime.llama import Context, ContextParams, LlamaError, Model, common_
 from app.runtime.llama_mtp import MtpContext, capture_hidden, hidden_rows, mtp_unavailable_reason
 from app.runtime.sampling import SamplingParams
 from app.speculative.settings import SpecSettings
-from app.speculative.sources import Draft, SourceEnv, draft_sampling, pick_draft_token
+from app.speculative.sources import Draft, SourceEnv, draft_autoregressive
 
 log = logging.getLogger(__name__)
 
@@ -121,19 +121,18 @@ class MtpSource:
         n_max = min(n_max, self.mtp.n_ctx - len(history))
         if n_max <= 0 or not history or not self._catch_up(history):
             return out
-        draft_params = draft_sampling(sampling)
-        while True:
-            tok, conf, q = pick_draft_token(self.mtp.logits(-1), sampling, draft_params, rng)
-            if conf < p_min:
-                break
-            out.tokens.append(tok)
-            out.confidence.append(conf)
-            out.dists.append(q)
-            if len(out.tokens) >= n_max:
-                break
-            self.mtp.decode_pairs([tok], self.mtp.hidden_out(-1)[None, :])
-        if len(out.tokens) < max(n_min, 1):
-            out.tokens, out.confidence, out.dists = [], [], []
+        mtp = self.mtp
+        # Each further draft token is paired with the head's own hidden state at the token before it.
+        draft_autoregressive(
+            out,
+            lambda: mtp.logits(-1),
+            lambda tok: mtp.decode_pairs([tok], mtp.hidden_out(-1)[None, :]),
+            n_max,
+            n_min,
+            p_min,
+            sampling,
+            rng,
+        )
         out.draft_ms = (time.perf_counter() - t0) * 1000.0
         return out
 

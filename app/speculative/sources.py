@@ -7,7 +7,7 @@ them, and everything that enumerates sources (engine, pool, calibration grid, AP
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -123,14 +123,14 @@ def _top1_probability(logits: np.ndarray) -> tuple[int, float]:
     return tok, 1.0 / denom
 
 
-def draft_sampling(sampling: SamplingParams) -> SamplingParams:
+def _draft_sampling(sampling: SamplingParams) -> SamplingParams:
     """What a model draft samples with: the target's knobs without penalties (they need the full history)."""
     return SamplingParams(
         temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p
     )
 
 
-def pick_draft_token(
+def _pick_draft_token(
     logits: np.ndarray, sampling: SamplingParams, draft_params: SamplingParams, rng: np.random.Generator
 ) -> tuple[int, float, np.ndarray | None]:
     """One draft token from a draft's logits: (token, its confidence, q it was drawn from or None for greedy).
@@ -143,6 +143,33 @@ def pick_draft_token(
         return tok, conf, None
     q = distribution(logits, draft_params)
     return draw(q, rng), float(q.max()), q
+
+
+def draft_autoregressive(
+    out: Draft,
+    logits: Callable[[], np.ndarray],
+    advance: Callable[[int], None],
+    n_max: int,
+    n_min: int,
+    p_min: float,
+    sampling: SamplingParams,
+    rng: np.random.Generator,
+) -> None:
+    """Fill `out` one token at a time: pick from `logits()`, stop below p_min or at n_max, else `advance(token)` (the
+    draft model decodes it) and go on. A draft shorter than n_min is dropped."""
+    draft_params = _draft_sampling(sampling)
+    while True:
+        tok, conf, q = _pick_draft_token(logits(), sampling, draft_params, rng)
+        if conf < p_min:
+            break
+        out.tokens.append(tok)
+        out.confidence.append(conf)
+        out.dists.append(q)
+        if len(out.tokens) >= n_max:
+            break
+        advance(tok)
+    if len(out.tokens) < max(n_min, 1):
+        out.tokens, out.confidence, out.dists = [], [], []
 
 
 class DraftModelSource:
@@ -202,19 +229,9 @@ class DraftModelSource:
         if n_max <= 0 or not history:
             return out
         self._sync(history)
-        draft_params = draft_sampling(sampling)
-        while True:
-            tok, conf, q = pick_draft_token(self.ctx.logits(-1), sampling, draft_params, rng)
-            if conf < p_min:
-                break
-            out.tokens.append(tok)
-            out.confidence.append(conf)
-            out.dists.append(q)
-            if len(out.tokens) >= n_max:
-                break
-            self.ctx.decode([tok])
-        if len(out.tokens) < max(n_min, 1):
-            out.tokens, out.confidence, out.dists = [], [], []
+        draft_autoregressive(
+            out, lambda: self.ctx.logits(-1), lambda tok: self.ctx.decode([tok]), n_max, n_min, p_min, sampling, rng
+        )
         out.draft_ms = (time.perf_counter() - t0) * 1000.0
         return out
 
