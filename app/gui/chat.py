@@ -24,15 +24,14 @@ from PySide6.QtWidgets import (
 
 from app.engine.types import GenerationSummary, TextEvent
 from app.gui.bridge import GenerationBridge
-from app.gui.store import DEFAULT_TITLE, ChatStore, Conversation, Message
-
-if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
-    from app.engine.worker import Engine
-
 from app.gui.chat_request import DEFAULT_CHAT_SETTINGS, build_request, chat_settings, reply_stats
 from app.gui.chat_settings import ConversationSettingsDialog
 from app.gui.conversation_list import ConversationList
 from app.gui.message_view import MessageWidget
+from app.gui.store import DEFAULT_TITLE, ChatStore, Conversation, Message
+
+if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
+    from app.engine.worker import Engine
 
 RENDER_MS = 80  # the streaming reply is re-rendered at ~12 fps, not per token (Markdown layout is O(length))
 

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.engine.sampling import SamplingParams
 from app.engine.types import GenerationRequest, GenerationSummary
 from app.gui.store import Conversation, Message
 from app.speculative.settings import PLAIN, SpecSettings
-
-if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
-    pass
-
 
 DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     "temperature": 0.7,

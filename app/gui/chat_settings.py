@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -18,11 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.store import Conversation
-
-if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
-    pass
 from app.gui.chat_request import SPEC_MODES, chat_settings
+from app.gui.store import Conversation
 
 
 class ConversationSettingsDialog(QDialog):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -17,9 +17,6 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.store import ChatStore
-
-if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
-    pass
 
 
 class ConversationList(QWidget):

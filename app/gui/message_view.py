@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QTextBlockFormat, QTextCursor
@@ -19,11 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.store import Message
-
-if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
-    pass
 from app.gui.chat_request import format_stats
+from app.gui.store import Message
 
 _CODE_BG = QColor("#f3f3f3")
 
