@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.types import GenerationSummary, TextEvent
+from app.engine.types import GenerationSummary
 from app.gui.bridge import GenerationBridge
 from app.gui.chat_request import DEFAULT_CHAT_SETTINGS, build_request, chat_settings, reply_stats
 from app.gui.chat_settings import ConversationSettingsDialog
@@ -33,7 +33,7 @@ from app.gui.store import DEFAULT_TITLE, ChatStore, Conversation, Message
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine
 
-RENDER_MS = 80  # the streaming reply is re-rendered at ~12 fps, not per token (Markdown layout is O(length))
+RENDER_MS = 80  # the streaming reply takes its new text and redraws at ~12 fps, never per token
 
 
 class ChatInput(QPlainTextEdit):
@@ -368,9 +368,6 @@ class ChatPanel(QWidget):
         reply.widget = self._add_bubble(None, "assistant")
         reply.widget.body.setPlainText("…")
         self.reply = reply
-        bridge.text.connect(self._on_text)
-        bridge.done.connect(self._on_done)
-        bridge.failed.connect(self._on_failed)
         bridge.finished.connect(self._on_finished)
         self._mark_last_regenerable()
         self._update_controls()
@@ -383,34 +380,36 @@ class ChatPanel(QWidget):
             self.reply.stop_requested = True
             self.reply.bridge.cancel()
 
-    def _on_text(self, ev: TextEvent) -> None:
-        r = self.reply
-        if r is None:
+    def _take_events(self, r: _Reply) -> None:
+        """Move what the engine delivered since the last tick into the reply (one batch per redraw tick)."""
+        events = r.bridge.take()
+        if not events:
             return
-        r.text += ev.text
-        r.segments.append((ev.text, ev.drafted, ev.n_tokens))
+        r.text += "".join(ev.text for ev in events)
+        r.segments.extend((ev.text, ev.drafted, ev.n_tokens) for ev in events)
         r.dirty = True
-        self.text_received.emit(ev.text)
-
-    def _on_done(self, summary: GenerationSummary) -> None:
-        if self.reply is not None:
-            self.reply.summary = summary
-
-    def _on_failed(self, message: str) -> None:
-        if self.reply is not None:
-            self.reply.error = message
+        for ev in events:
+            self.text_received.emit(ev.text)
 
     def _render_stream(self) -> None:
         r = self.reply
-        if r is None or not r.dirty or r.widget is None:
+        if r is None:
+            return
+        self._take_events(r)
+        if not r.dirty or r.widget is None:
             return
         r.dirty = False
-        r.widget.set_text(r.text or "…", r.segments if self.highlight.isChecked() else None)
+        if self.highlight.isChecked():
+            r.widget.set_text(r.text or "…", r.segments)
+        else:
+            r.widget.stream_text(r.text)
 
     def _on_finished(self) -> None:
         r = self.reply
         if r is None:
             return
+        self._take_events(r)
+        r.summary, r.error = r.bridge.summary, r.bridge.error
         self.reply = None
         self._last_bridge = r.bridge
         self.render_timer.stop()

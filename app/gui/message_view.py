@@ -77,6 +77,42 @@ class MarkdownView(QTextBrowser):
             block = block.next()
 
 
+def settled_boundary(text: str, start: int) -> int:
+    """Where the settled part of a growing Markdown text ends: after the last blank line at or past `start` that
+    is outside a code fence (what comes before it can no longer change how it renders); `start` if none."""
+    end = len(text)
+    while (i := text.rfind("\n\n", start, end)) >= start:
+        if ("\n" + text[:i]).count("\n```") % 2 == 0:
+            return i + 2
+        end = i
+    return start
+
+
+class StreamingBody(QWidget):
+    """A reply's body while it streams: settled paragraphs, each rendered once, above a live tail re-rendered on
+    every tick, so a tick costs the length of the last paragraph rather than of the whole message."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._lay = QVBoxLayout(self)
+        self._lay.setContentsMargins(0, 0, 0, 0)
+        self._lay.setSpacing(0)
+        self.tail = MarkdownView()
+        self._lay.addWidget(self.tail)
+        self.settled_len = 0
+        self.chunks = 0
+
+    def update_text(self, text: str) -> None:
+        cut = settled_boundary(text, self.settled_len)
+        if cut > self.settled_len:
+            chunk = MarkdownView()
+            chunk.render_markdown(text[self.settled_len : cut])
+            self._lay.insertWidget(self._lay.count() - 1, chunk)
+            self.settled_len = cut
+            self.chunks += 1
+        self.tail.render_markdown(text[self.settled_len :] or "…")
+
+
 class MessageWidget(QFrame):
     """One message bubble: role + stats header, the rendered body, and Copy / Regenerate buttons."""
 
@@ -112,6 +148,7 @@ class MessageWidget(QFrame):
         head.addWidget(self.regen_btn)
         head.addWidget(self.copy_btn)
         self.body = MarkdownView()
+        self.live: StreamingBody | None = None  # while a reply streams (plain Markdown, no highlighting)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 6, 8, 6)
         lay.setSpacing(2)
@@ -124,8 +161,24 @@ class MessageWidget(QFrame):
             if message.stats:
                 self.set_stats(message.stats)
 
+    def stream_text(self, text: str) -> None:
+        """Show a growing reply incrementally (see StreamingBody); `set_text` renders the final text as one."""
+        self.content = text
+        if self.live is None:
+            self.live = StreamingBody()
+            lay = self.layout()
+            assert isinstance(lay, QVBoxLayout)
+            lay.insertWidget(lay.indexOf(self.body), self.live)
+            self.body.setVisible(False)
+        self.live.update_text(text)
+
     def set_text(self, text: str, segments: list[tuple[str, int, int]] | None = None) -> None:
         self.content = text
+        if self.live is not None:
+            self.live.setParent(None)  # type: ignore[call-overload]
+            self.live.deleteLater()
+            self.live = None
+            self.body.setVisible(True)
         if segments is not None:
             self.body.render_highlighted(segments)
         elif self.role == "user":
