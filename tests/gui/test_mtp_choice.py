@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from app.gui.chat import ConversationSettingsDialog, spec_from_settings
+from app.gui.chat_request import spec_from_settings
+from app.gui.chat_settings import ConversationSettingsDialog
 from app.gui.main import MainWindow
 from app.gui.model import ModelChoice
 from app.gui.store import Conversation
