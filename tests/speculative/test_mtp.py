@@ -367,7 +367,7 @@ def test_quick_calibration_measures_mtp_rows_and_dd_applies_them(tiny: TinyMtp) 
 def test_token_for_token_with_llama_server_draft_mtp(tiny: TinyMtp, session: Session, llama_server_binary: str) -> None:
     """llama.cpp's own MTP driver (`llama-server --spec-type draft-mtp`, built from the same pinned source) on the
     same file and prompt tokens, greedy: the same tokens, and both really drafted with the head."""
-    from app.models.external import ExternalServer, ServerSpec
+    from app.runtime.llama_server import ExternalServer, ServerSpec
 
     n_max, n_predict = 3, 32
     flags = ("--spec-type", "draft-mtp", "--spec-draft-n-max", str(n_max), "--spec-draft-p-min", "0")
