@@ -138,6 +138,16 @@ class _Run:
     arm: str = "none"  # the pool's choice for the current step
 
 
+def within_vocab(
+    tokens: list[int], dists: list[np.ndarray | None], n_vocab: int
+) -> tuple[list[int], list[np.ndarray | None]]:
+    """The draft up to its first id outside the target's vocabulary: such an id must never reach llama_decode."""
+    for i, t in enumerate(tokens):
+        if not 0 <= t < n_vocab:
+            return tokens[:i], dists[:i]
+    return tokens, dists
+
+
 def top2_margin(logits: np.ndarray) -> float:
     """Top-1 minus top-2 logit: how close greedy decoding was to a tie at this row."""
     top = np.partition(logits, -2)[-2:]
@@ -170,7 +180,7 @@ class Session:
             self.draft_model, dctx = load_draft_model(
                 self.model, config.draft, ctx_params, ModelParams(dl, config.use_extra_bufts)
             )
-            self.sources["draft"] = DraftModelSource(dctx)
+            self.sources["draft"] = DraftModelSource(dctx, n_target_vocab=self.model.vocab.n_vocab)
         self.policy = policy_without_table(config, "")
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
@@ -330,7 +340,8 @@ class Session:
                 settings=settings,
                 dynamic_draft=self._decision_dict(record),
                 per_source=self.stats.request_summary(),
-                margins=tuple(run.margins[: len(run.generated)]),
+                # One more than the tokens when the run ended on an end token: the row that chose to stop.
+                margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
             )
         )
 
@@ -381,6 +392,7 @@ class Session:
             s = run.settings
             d = ready or src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
             draft_tokens, dists, draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+            draft_tokens, dists = within_vocab(draft_tokens, dists, self.model.vocab.n_vocab)
 
         checkpoint = None
         if draft_tokens and self.model.is_recurrent:
