@@ -26,7 +26,7 @@ from app.engine.types import DoneEvent, EngineError, GenerationRequest, Generati
 from app.policy.report import comparison_rows, to_csv, to_markdown
 from app.policy.store import TableStore
 from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
-from app.speculative.exactness import compare
+from app.speculative.exactness import compare_outputs
 from app.speculative.settings import PLAIN, SpecSettings
 
 FIXED_BASELINE = SpecSettings(source="draft", n_max=2, p_min=0.0)  # the seed's fixed "n2,p0.0"
@@ -246,8 +246,10 @@ def run_calibration(
             finally:
                 run_seconds.append(time.perf_counter() - t)
                 done += 1
-            verdict = compare(reference.tokens, reference.margins, out.tokens)
-            ok = verdict.acceptable and out.finish_reason == reference.finish_reason or verdict.identical
+            verdict = compare_outputs(
+                reference.tokens, reference.margins, reference.finish_reason, out.tokens, out.finish_reason
+            )
+            ok = verdict.acceptable
             if not ok:
                 unsafe.append(f"{ctx}: {setting.label()}: {verdict.describe()}")
             safe[(ctx, setting)] = safe.get((ctx, setting), True) and ok
