@@ -105,6 +105,10 @@ def default_plan(session: Session, mode: str = "quick", budget_min: float | None
     limit = session.ctx.n_ctx - gen - 64
     points = (512, 1024, 2048, 4096) if mode == "quick" else (512, 1024, 2048, 4096, 8192, 16384, 32768)
     contexts = tuple(c for c in points if c <= limit) or (max(64, limit),)
+    if len(contexts) < len(points) and limit >= 1.5 * contexts[-1]:
+        # The default 4096-token context cannot hold a 4096-token prompt: measure the longest one that fits, so
+        # the table covers the whole window the engine will run with.
+        contexts = (*contexts, limit)
     budget = budget_min * 60.0 if budget_min else (600.0 if mode == "quick" else None)
     return Plan(
         contexts=contexts,

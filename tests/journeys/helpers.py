@@ -30,15 +30,15 @@ def dynadraft(*args: str, timeout: float = 300, env: dict[str, str] | None = Non
     )
 
 
-def generate_json(*args: str) -> dict[str, Any]:
-    """`dynadraft generate ... --json`, parsed; fails the test with stderr when it does not exit 0."""
-    p = dynadraft("generate", *args, "--json")
+def generate_json(*args: str, env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
+    """`dynadraft generate ... --json`: (the parsed object, stderr); fails the test when it does not exit 0."""
+    p = dynadraft("generate", *args, "--json", env=env)
     assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(p.stdout)
+    return json.loads(p.stdout), p.stderr
 
 
 @contextmanager
-def served(*args: str, timeout: float = 180) -> Iterator[tuple[str, list[str]]]:
+def served(*args: str, timeout: float = 180, env: dict[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
     """`dynadraft serve ARGS --port 0` in the background; yields (base URL ending in /v1, its output lines so far)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", *args, "--port", "0"],
@@ -46,6 +46,7 @@ def served(*args: str, timeout: float = 180) -> Iterator[tuple[str, list[str]]]:
         stderr=subprocess.STDOUT,
         text=True,
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
     )
     lines: list[str] = []
     found = threading.Event()
@@ -58,6 +59,7 @@ def served(*args: str, timeout: float = 180) -> Iterator[tuple[str, list[str]]]:
             m = re.search(r"dynadraft serve: (http://\S+/v1)", line)
             if m and not url:
                 url.append(m.group(1))
+            if url and "dynadraft serve: Dynamic Draft:" in line:  # printed right after the URL: ready
                 found.set()
         found.set()
 
