@@ -23,7 +23,7 @@ from pathlib import Path
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
-from app.policy.report import comparison_rows, to_csv, to_markdown
+from app.policy.report import ComparisonRow, comparison_rows, to_csv, to_markdown
 from app.policy.store import TableStore
 from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
 from app.speculative.exactness import compare_outputs
@@ -303,8 +303,7 @@ def run_calibration(
         build_rows(measurements),
         notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy",
     )
-    fixed = FIXED_BASELINE if "draft" in session.sources else None
-    rows = comparison_rows(table, fixed=fixed)
+    rows = report_rows(table)
     saved = None
     if not dry_run:
         from app.engine.identity import calibration_store
@@ -320,6 +319,13 @@ def run_calibration(
         skipped_contexts=skipped,
         unsafe=unsafe,
     )
+
+
+def report_rows(table: FrontierTable) -> list[ComparisonRow]:
+    """The static-vs-DD report of a table, as the CLI prints it and the app shows it: static is the fixed n2,p0
+    baseline when the table measured a draft model, else the best static setting."""
+    has_draft = any(r.setting.source in ("draft", "pool") for r in table.rows)
+    return comparison_rows(table, fixed=FIXED_BASELINE if has_draft else None)
 
 
 def plan_with(plan: Plan, **changes: object) -> Plan:

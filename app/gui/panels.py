@@ -11,6 +11,7 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -269,10 +270,13 @@ class CalibrationPanel(QWidget):
 
     finished = Signal(object)
 
-    def __init__(self, runner: Callable[..., Any] | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, runner: Callable[..., Any] | None = None, parent: QWidget | None = None, settings: Any = None
+    ) -> None:
         super().__init__(parent)
         self.engine: Any = None
         self.runner = runner
+        self.settings = settings  # a QSettings for the DD toggles (None: not remembered)
         why = None
         if self.runner is None:
             mod, why = _try_import("app.calibration.quick")
@@ -298,12 +302,26 @@ class CalibrationPanel(QWidget):
         self.progress.setVisible(False)
         self.status = QLabel("")
         self.status.setWordWrap(True)
+        self.dd_on = QCheckBox("Dynamic Draft")
+        self.dd_on.setToolTip("Choose draft settings per request from the calibrated table (off: the default runs)")
+        self.dd_force = QCheckBox("Force mode")
+        self.dd_force.setToolTip(
+            "Dynamic Draft's choice wins over a request's speculative fields (the endpoint's clients, say)"
+        )
+        self.dd_on.setChecked(self._setting("dd/enabled", True))
+        self.dd_force.setChecked(self._setting("dd/force", False))
+        self.dd_on.toggled.connect(self.apply_dd_toggles)
+        self.dd_force.toggled.connect(self.apply_dd_toggles)
         self.report = QTableWidget(0, 6)
         from app.policy.report import COLUMNS
 
         self.report.setHorizontalHeaderLabels(list(COLUMNS))
-        self.report.horizontalHeader().setStretchLastSection(True)
+        header = self.report.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # headers are never cut off
+        header.setStretchLastSection(True)
         self.report.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.best_static = QLabel("")
+        self.best_static.setWordWrap(True)
         self.plot = pg.PlotWidget(title="Frontier: generation tok/s by prompt length")
         self.plot.setLabel("bottom", "prompt tokens (log)")
         self.plot.setLabel("left", "tok/s")
@@ -314,6 +332,8 @@ class CalibrationPanel(QWidget):
         row.addWidget(self.button)
         row.addWidget(self.cancel_btn)
         row.addStretch(1)
+        row.addWidget(self.dd_on)
+        row.addWidget(self.dd_force)
         lay = QVBoxLayout(self)
         lay.addWidget(intro)
         lay.addWidget(self.table_status)
@@ -323,13 +343,33 @@ class CalibrationPanel(QWidget):
         lay.addWidget(self.progress)
         lay.addWidget(self.status)
         lay.addWidget(self.report, 1)
+        lay.addWidget(self.best_static)
         lay.addWidget(self.plot, 2)
         self._sync()
+
+    def _setting(self, key: str, default: bool) -> bool:
+        v = self.settings.value(key, default) if self.settings is not None else default
+        return v is True or (isinstance(v, str) and v.lower() == "true")
 
     def set_engine(self, engine: Any) -> None:
         self.engine = engine
         self._sync()
         self.refresh_table_status()
+
+    def apply_dd_toggles(self) -> None:
+        """Give the engine the DD on/off and force switches (and remember them); the status line follows."""
+        on, force = self.dd_on.isChecked(), self.dd_force.isChecked()
+        self.dd_force.setEnabled(on)
+        if self.settings is not None:
+            self.settings.setValue("dd/enabled", on)
+            self.settings.setValue("dd/force", force)
+        if self.engine is None or not hasattr(self.engine, "set_dd_options"):
+            return
+        engine = self.engine
+        call = BackgroundCall(lambda: engine.set_dd_options(on, force, timeout=30), "dynadraft-dd-toggle", self)
+        call.succeeded.connect(lambda _text: self.refresh_table_status())
+        call.start()
+        self._toggle_call = call  # keep a reference until it reports
 
     def set_table_status(self, text: str) -> None:
         self.table_status.setText(text)
@@ -340,23 +380,39 @@ class CalibrationPanel(QWidget):
             self.table_status.setText("")
             return
 
-        def describe(session: Any) -> str:
+        def describe(session: Any) -> tuple[str, Any, bool]:
             pol = session.policy
             if pol.table is not None:
                 t = pol.table
                 fp = t.fingerprint
-                return (
-                    f"Active table {t.table_id} from {t.created_at}: {fp.backend} · {fp.device}, n_ctx {fp.n_ctx}, "
-                    f"{fp.n_threads} threads, {len(t.rows)} rows."
+                off = "" if pol.enabled else " Dynamic Draft is switched off."
+                text = (
+                    f"Active table {t.table_id} from {t.created_at}: {fp.backend} · {fp.device}, "
+                    f"{fp.n_threads} threads, flash attention {fp.flash_attn}, {len(t.rows)} rows.{off}"
                 )
+                return text, t, False
             if pol.unavailable == "stale_table":
-                return "⚠ The saved table is stale (measured with different " + ", ".join(pol.stale_fields) + ")."
-            return "No calibration table for this model yet: Dynamic Draft runs the default setting."
+                why = str(getattr(session, "dd_status", "")).split(": dynadraft calibrate")[0]
+                return (
+                    f"⚠ The saved table does not apply to these settings ({why}). Recalibrate with the button "
+                    "below, or load the model with the settings it was calibrated with.",
+                    None,
+                    True,
+                )
+            return "No calibration table for this model yet: Dynamic Draft runs the default setting.", None, False
 
-        call = BackgroundCall(lambda: self.engine.call(describe), "dynadraft-dd-status", self)
-        call.succeeded.connect(lambda text: self.table_status.setText(str(text)))
+        engine = self.engine
+        call = BackgroundCall(lambda: engine.call(describe), "dynadraft-dd-status", self)
+        call.succeeded.connect(self._show_status)
         call.start()
         self._status_call = call  # keep a reference until it reports
+
+    def _show_status(self, status: Any) -> None:
+        text, table, stale = status
+        self.table_status.setText(str(text))
+        self.button.setText("Recalibrate for these settings (quick)" if stale else "Calibrate this device (quick)")
+        if table is not None:
+            self.show_table(table)
 
     def _sync(self) -> None:
         running = self._call is not None
@@ -418,16 +474,34 @@ class CalibrationPanel(QWidget):
 
     def show_result(self, result: Any) -> None:
         """Fill the static-vs-DD table and the frontier plot from a calibration result."""
-        from app.policy.report import comparison_rows, display_cells
+        self.show_table(result.table)
 
-        rows = comparison_rows(result.table)
+    def show_table(self, table: Any) -> None:
+        """The CLI report's rows (static = the fixed n2,p0 baseline when the table has draft rows), the best
+        static setting below it, and the frontier plot."""
+        from app.calibration.runner import report_rows
+        from app.policy.frontier import frontier_choices
+        from app.policy.report import display_cells
+
+        rows = report_rows(table)
         self.report.setRowCount(len(rows))
         for i, r in enumerate(rows):
             for j, text in enumerate(display_cells(r)):
                 self.report.setItem(i, j, QTableWidgetItem(text))
+        static, _ = frontier_choices(table)
+        fixed = rows[0].static_setting.label() if rows else "–"
+        self.best_static.setText(
+            f"Static fixed setting (the baseline the gain is measured against): {fixed}. "
+            + (
+                f"Best static setting over all calibrated contexts: {static.setting.label()} "
+                "(what Dynamic Draft falls back to)."
+                if static is not None
+                else ""
+            )
+        )
         self.plot.clear()
         by_setting: dict[str, list[tuple[float, float]]] = {}
-        for row in result.table.rows:
+        for row in table.rows:
             if row.safe:
                 x = float(row.prompt_tokens or max(1, (row.ctx_lo + row.ctx_hi) // 2))
                 by_setting.setdefault(row.setting.label(), []).append((x, row.median_tps))
@@ -435,7 +509,7 @@ class CalibrationPanel(QWidget):
             pts.sort()
             pen = pg.mkPen(pg.intColor(k, hues=max(8, len(by_setting))), width=1)
             self.plot.plot([p[0] for p in pts], [p[1] for p in pts], pen=pen, symbol="o", symbolSize=4, name=label)
-        where = {(r.ctx_lo, r.ctx_hi): float(r.prompt_tokens or 1) for r in result.table.rows}
+        where = {(r.ctx_lo, r.ctx_hi): float(r.prompt_tokens or 1) for r in table.rows}
         chosen = [(where[(r.ctx_lo, r.ctx_hi)], r.dd_tps) for r in rows if r.dd_tps is not None]
         self.plot.plot(
             [c[0] for c in chosen],

@@ -1,4 +1,4 @@
-"""Journey fixtures: the SmolLM2 pair, calibrated once with `dynadraft calibrate` into a home shared by the module."""
+"""Journey fixtures: the SmolLM2 pair, calibrated once with `dynadraft calibrate` into a home the journeys share."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def smollm2_q2k_path(smollm2_path: Path) -> Path:
     return ensure_quantized("smollm2-135m", "Q2_K")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def calibrated(smollm2_path: Path, smollm2_q2k_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Calibrated:
     home = tmp_path_factory.mktemp("journey-home")
     env = {"DYNADRAFT_HOME": str(home)}
