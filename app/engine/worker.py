@@ -73,6 +73,13 @@ def open_session(config: EngineConfig) -> Session:
         # Same interface for everything the engine thread, HTTP routes and GUI call; Session-only helpers
         # (calibration) check for the bundled runtime themselves.
         return ExternalSession(config)  # type: ignore[return-value]
+    from app.models.preflight import check_before_load
+
+    for path in (config.model, config.draft):
+        # A file we can classify as needing a fork never reaches llama.cpp's generic "unsupported format" error.
+        problem = check_before_load(path) if path else None
+        if problem:
+            raise EngineError(problem)
     return Session(config)
 
 

@@ -295,8 +295,17 @@ class MainWindow(QMainWindow):
         label = choice.label if choice else "model"
         self.st_model.setText(self.models.choice.label if self.models.choice else "No model")
         self.welcome.set_status(f"Could not load {label}: {message}", busy=False)
-        if self.isVisible():
-            QMessageBox.warning(self, "Could not load the model", f"{label}\n\n{message}")
+        if self.isVisible():  # open(), not exec(): the window stays responsive and the box closes with it
+            box = QMessageBox(
+                QMessageBox.Icon.Warning,
+                "Could not load the model",
+                f"{label}\n\n{message}",
+                QMessageBox.StandardButton.Ok,
+                self,
+            )
+            box.setObjectName("load_failed")
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
 
     # -- status -------------------------------------------------------------------------------------------------------
     def _on_reply(self, message: Any) -> None:

@@ -317,6 +317,7 @@ class ModelDialog(QDialog):
         form.addRow("Flash attention", self.flash_attn)
         form.addRow("Runtime", row(self.server, "Choose a llama-server binary"))
         self.error = QLabel("")
+        self.error.setWordWrap(True)
         self.error.setStyleSheet("color: #b00020;")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Load")
@@ -371,6 +372,14 @@ class ModelDialog(QDialog):
         if server and not Path(server).is_file():
             self.error.setText("The llama-server binary does not exist (leave it empty for the bundled runtime).")
             return
+        if not server:  # the bundled runtime: say now (not after a failed load) when a file needs a fork
+            from app.models.preflight import check_before_load
+
+            for path in (model, draft):
+                problem = check_before_load(path) if path else None
+                if problem:
+                    self.error.setText(problem)
+                    return
         self.accept()
 
     def choice(self) -> ModelChoice | None:
