@@ -163,6 +163,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_self_test()
     if args.command is None:
+        from app.launch import gui_launch_problem
+
+        problem = gui_launch_problem()  # before Qt loads: a missing X11 library would make Qt abort
+        if problem:
+            print(problem, file=sys.stderr)
+            return 1
         from app.gui.main import run_app
 
         return run_app()

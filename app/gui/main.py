@@ -188,6 +188,8 @@ class MainWindow(QMainWindow):
             self.chat.set_engine(engine, has_draft)
         elif autoload:
             last = self._saved_choice()
+            if last is None and self._first_run():
+                last = self._demo_choice()  # first launch: the bundled demo model, so chat works at once
             if last is not None:
                 self.models.load(last)
         self._update_status()
@@ -215,6 +217,10 @@ class MainWindow(QMainWindow):
             flash_attn=fa if (fa := _str(s.value("model/flash_attn", "auto"))) in FLASH_ATTN_MODES else "auto",
             server_binary=server if existing(server := _str(s.value("model/server_binary", ""))) else None,
         )
+
+    def _first_run(self) -> bool:
+        """No model was ever loaded (the settings remember none): the README's promise is the demo loads itself."""
+        return not self.settings.contains("model/demo")
 
     def remembered_choice(self, model: str) -> ModelChoice | None:
         """The model with the draft, runtime and engine profile it last loaded with (None if never loaded)."""
@@ -257,7 +263,7 @@ class MainWindow(QMainWindow):
         self.chat.set_engine(engine, has_draft=bool(choice.draft))
         self.endpoint.set_engine(engine, Path(choice.model).stem)
         self.calibration.set_engine(engine)
-        self.welcome.setVisible(False)
+        self.welcome.show_loaded(choice.demo)
         self.st_model.setText(choice.label)
         self.st_model.setToolTip(choice.model + (f"\ndraft: {choice.draft}" if choice.draft else ""))
         if choice.server_binary:  # which per-request fields this build honours, from its /props (off-thread)

@@ -408,13 +408,15 @@ class WelcomeCard(QFrame):
         super().__init__(parent)
         self.setObjectName("welcome")
         self.setStyleSheet("QFrame#welcome { background: #f5f9ff; border: 1px solid #c6dafc; border-radius: 10px; }")
-        title = QLabel("<b>Welcome to DynaDraft</b>: no model is loaded yet.")
+        self.title = title = QLabel("<b>Welcome to DynaDraft</b>: no model is loaded yet.")
         title.setStyleSheet("font-size: 14px;")
         self.demo = demo_path()
         if self.demo is not None:
             text = (
-                "Try the bundled <b>demo model</b> (SmolLM2-135M-Instruct, 98 MB) to chat within seconds. "
-                "It is tiny: expect demo-quality answers. Open your own GGUF for real work."
+                "The bundled <b>demo model</b> (SmolLM2-135M-Instruct, 98 MB, no download) loads on first launch so "
+                "you can chat within seconds. It is tiny: expect demo-quality answers. For real work open your own "
+                "GGUF with <b>Open a GGUF model…</b> (or Model → Open model…, Ctrl+O), or download one in the "
+                "<b>Models</b> tab."
             )
         else:
             text = "The demo model is not installed in this build. Open a GGUF model file to start chatting."
@@ -436,6 +438,15 @@ class WelcomeCard(QFrame):
         lay.addWidget(body)
         lay.addLayout(btns)
         lay.addWidget(self.status)
+
+    def show_loaded(self, demo: bool) -> None:
+        """After a load: the card stays while the demo model runs (it says what that is and how to go further)."""
+        self.setVisible(demo)
+        if demo:
+            self.title.setText("<b>Welcome to DynaDraft</b>: you are chatting with the bundled demo model.")
+            self.status.setText("")
+            self.demo_btn.setVisible(False)
+            self.open_btn.setEnabled(True)
 
     def set_status(self, text: str, busy: bool) -> None:
         self.status.setText(text)
