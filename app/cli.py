@@ -135,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--contexts", metavar="N[,N...]", help="prompt lengths (tokens) to measure, instead of the mode's ladder"
     )
     p.add_argument("--gen-tokens", type=int, metavar="N", help="tokens generated per measurement (quick: 64)")
+    p.add_argument(
+        "--corpus", metavar="FILE", help="calibrate on your own kind of text (a UTF-8 file) instead of the shipped one"
+    )
     _add_profile(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("app.calibration.cli", "run_calibrate"))

@@ -6,8 +6,16 @@ import argparse
 import json
 import sys
 import threading
+from pathlib import Path
 
-from app.calibration.runner import CalibrationCancelled, Progress, default_plan, plan_with, run_calibration
+from app.calibration.runner import (
+    CalibrationCancelled,
+    Progress,
+    check_corpus,
+    default_plan,
+    plan_with,
+    run_calibration,
+)
 from app.engine.session import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine
@@ -21,6 +29,12 @@ def plan_changes(args: argparse.Namespace) -> dict[str, object]:
         if not contexts or contexts[0] < 16:
             raise ValueError("--contexts needs prompt lengths of at least 16 tokens, e.g. 512,2048")
         changes["contexts"] = contexts
+    if getattr(args, "corpus", None):
+        try:
+            raw = Path(args.corpus).read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise ValueError(f"cannot read --corpus {args.corpus}: {e.strerror or e}") from e
+        changes["corpus"] = check_corpus(raw)
     if getattr(args, "gen_tokens", None) is not None:
         if args.gen_tokens < 1:
             raise ValueError("--gen-tokens must be at least 1")

@@ -57,6 +57,7 @@ class Plan:
     repeats: int
     budget_s: float | None
     prune_ratio: float = 0.8
+    corpus: str | None = None  # the text prompts are cut from (None: the shipped prose + code corpus)
 
 
 @dataclass
@@ -126,6 +127,20 @@ def corpus_text() -> str:
     return "\n\n".join(parts)
 
 
+MIN_CORPUS_CHARS = 200
+
+
+def check_corpus(text: str) -> str:
+    """A user's own calibration text, stripped; ValueError when there is too little to cut prompts from."""
+    text = text.strip()
+    if len(text) < MIN_CORPUS_CHARS:
+        raise ValueError(
+            f"the calibration text has {len(text)} characters; give at least {MIN_CORPUS_CHARS} (it is repeated to "
+            "reach long prompts, so a few pages of your usual kind of text are enough)"
+        )
+    return text
+
+
 def build_messages(session: Session, target_tokens: int, corpus: str) -> tuple[tuple[dict[str, str], ...], int]:
     """Messages whose templated prompt has (as nearly as tokenization allows) `target_tokens` tokens.
 
@@ -192,7 +207,7 @@ def run_calibration(
     fingerprint = session_fingerprint(session)
     usable = [c for c in plan.candidates if c.source in session.sources or c.is_plain or c.source == "pool"]
     usable = [c for c in usable if c.source != "pool" or "draft" in session.sources]
-    corpus = corpus_text()
+    corpus = plan.corpus or corpus_text()
     n_ctx = len(plan.contexts)
     total_runs = n_ctx * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
     done = 0
@@ -301,7 +316,8 @@ def run_calibration(
     table = new_table(
         fingerprint,
         build_rows(measurements),
-        notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy",
+        notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy"
+        + (f", your own text ({len(plan.corpus)} characters)" if plan.corpus else ", the shipped corpus"),
     )
     rows = report_rows(table)
     saved = None

@@ -119,6 +119,7 @@ class MainWindow(QMainWindow):
         self.models_panel = ModelsPanel()
         self.models_panel.load_requested.connect(self._load_local)
         self.calibration = CalibrationPanel(settings=self.settings)
+        self.calibration.recent_text = self.recent_chats_text
 
         self.tabs = QTabWidget()
         self.tabs.addTab(chat_page, "Chat")
@@ -217,6 +218,13 @@ class MainWindow(QMainWindow):
             flash_attn=fa if (fa := _str(s.value("model/flash_attn", "auto"))) in FLASH_ATTN_MODES else "auto",
             server_binary=server if existing(server := _str(s.value("model/server_binary", ""))) else None,
         )
+
+    def recent_chats_text(self, limit: int = 20) -> str:
+        """The text of the most recent conversations, newest first: "calibrate on my recent chats"."""
+        parts = []
+        for conv in self.store.list_conversations()[:limit]:
+            parts += [m.content for m in self.store.messages(conv.id) if m.content.strip()]
+        return "\n\n".join(parts)
 
     def _first_run(self) -> bool:
         """No model was ever loaded (the settings remember none): the README's promise is the demo loads itself."""

@@ -294,7 +294,14 @@ class CalibrationPanel(QWidget):
         self.table_status = QLabel("")
         self.table_status.setWordWrap(True)
         self.button = QPushButton("Calibrate this device (quick)")
-        self.button.clicked.connect(self.start)
+        self.button.clicked.connect(lambda: self.start())
+        self.file_btn = QPushButton("On a file…")
+        self.file_btn.setToolTip("Calibrate on your own kind of text: prompts are cut from a text file you choose")
+        self.file_btn.clicked.connect(self.start_on_file)
+        self.chats_btn = QPushButton("On my recent chats")
+        self.chats_btn.setToolTip("Calibrate on the text of your recent conversations (it stays on this machine)")
+        self.chats_btn.clicked.connect(self.start_on_chats)
+        self.recent_text: Callable[[], str] | None = None  # set by the window: the recent chats' text
         self.cancel_btn = QPushButton("Cancel")
         self.cancel_btn.clicked.connect(self.cancel)
         self.cancel_btn.setVisible(False)
@@ -330,6 +337,8 @@ class CalibrationPanel(QWidget):
         self._relay.progress.connect(self._on_progress)
         row = QHBoxLayout()
         row.addWidget(self.button)
+        row.addWidget(self.file_btn)
+        row.addWidget(self.chats_btn)
         row.addWidget(self.cancel_btn)
         row.addStretch(1)
         row.addWidget(self.dd_on)
@@ -416,22 +425,57 @@ class CalibrationPanel(QWidget):
 
     def _sync(self) -> None:
         running = self._call is not None
-        self.button.setEnabled(self.runner is not None and self.engine is not None and not running)
+        can = self.runner is not None and self.engine is not None and not running
+        self.button.setEnabled(can)
+        self.file_btn.setEnabled(can)
+        self.chats_btn.setEnabled(can and self.recent_text is not None)
         self.cancel_btn.setVisible(running)
         self.progress.setVisible(running)
         if self.runner is not None and self.engine is None:
             self.status.setText("Load a model (and ideally its draft) to calibrate.")
 
-    def start(self) -> None:
+    def start_on_file(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        path, _ = QFileDialog.getOpenFileName(self, "Calibrate on a text file", "", "Text (*.txt *.md *.py);;All (*)")
+        if path:
+            self.start_on_text_file(path)
+
+    def start_on_text_file(self, path: str) -> None:
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            self.status.setText(f"Cannot read {path}: {e.strerror or e}")
+            return
+        self.start(text, f"on {Path(path).name}")
+
+    def start_on_chats(self) -> None:
+        self.start(self.recent_text() if self.recent_text else "", "on your recent chats")
+
+    def start(self, corpus: str | None = None, what: str = "") -> None:
+        """Run the quick calibration; `corpus` is the user's own text to cut prompts from (None: the shipped one)."""
         if self.runner is None or self.engine is None or self._call is not None:
             return
+        changes: dict[str, Any] = {}
+        if corpus is not None:
+            from app.calibration.runner import check_corpus
+
+            try:
+                changes["corpus"] = check_corpus(corpus)
+            except ValueError as e:
+                self.status.setText(f"Cannot calibrate {what}: {e}")
+                return
         runner, engine, relay = self.runner, self.engine, self._relay
         cancel = self._cancel = threading.Event()
-        self._call = BackgroundCall(lambda: runner(engine, relay.progress.emit, cancel), "dynadraft-calibrate", self)
+        self._call = BackgroundCall(
+            lambda: runner(engine, relay.progress.emit, cancel, **changes), "dynadraft-calibrate", self
+        )
         self._call.succeeded.connect(self._done)
         self._call.failed.connect(self._failed)
         self.progress.setRange(0, 0)
-        self.status.setText("Calibrating… the chat stays usable but replies wait for the engine.")
+        self.status.setText(
+            f"Calibrating {what}… the chat stays usable but replies wait for the engine.".replace("  ", " ")
+        )
         self._call.start()
         self._sync()
 
