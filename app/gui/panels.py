@@ -431,8 +431,11 @@ class CalibrationPanel(QWidget):
         self.chats_btn.setEnabled(can and self.recent_text is not None)
         self.cancel_btn.setVisible(running)
         self.progress.setVisible(running)
+        hint = "Load a model (and ideally its draft) to calibrate."
         if self.runner is not None and self.engine is None:
-            self.status.setText("Load a model (and ideally its draft) to calibrate.")
+            self.status.setText(hint)
+        elif self.status.text() == hint:
+            self.status.setText("")
 
     def start_on_file(self) -> None:
         from PySide6.QtWidgets import QFileDialog
