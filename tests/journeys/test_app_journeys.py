@@ -17,7 +17,7 @@ from tests.journeys.conftest import Calibrated  # noqa: E402
 
 @pytest.fixture
 def window(qtbot, monkeypatch: pytest.MonkeyPatch, calibrated: Calibrated):  # type: ignore[no-untyped-def]
-    from app.gui.main import MainWindow, dispose
+    from app.gui.main import MainWindow
 
     monkeypatch.setenv("DYNADRAFT_HOME", str(calibrated.home))  # the home the CLI calibrated into
     w = MainWindow(autoload=False)
@@ -25,7 +25,6 @@ def window(qtbot, monkeypatch: pytest.MonkeyPatch, calibrated: Calibrated):  # t
     w.show()
     yield w
     w.close()
-    dispose(w)
 
 
 def test_j2_the_app_on_the_same_model_shows_the_cli_table_active(qtbot, window, calibrated: Calibrated) -> None:  # type: ignore[no-untyped-def]

@@ -58,7 +58,7 @@ def test_j4_cli_entry_points_give_the_inspect_answer(fork_file: Path) -> None:
 def test_j4_the_app_answers_before_loading(qtbot, fork_file: Path) -> None:  # type: ignore[no-untyped-def]
     from PySide6.QtWidgets import QMessageBox
 
-    from app.gui.main import MainWindow, dispose
+    from app.gui.main import MainWindow
     from app.gui.model import ModelChoice, ModelDialog
 
     dlg = ModelDialog(None)
@@ -92,4 +92,3 @@ def test_j4_the_app_answers_before_loading(qtbot, fork_file: Path) -> None:  # t
         assert any(it.text(0) == fork_file.name and "needs the fork runtime (ROCmFPx)" in it.text(3) for it in items)
     finally:
         w.close()
-        dispose(w)

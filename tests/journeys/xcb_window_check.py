@@ -10,7 +10,7 @@ from pathlib import Path
 def test_first_launch_chats_with_the_demo_model(qtbot) -> None:  # type: ignore[no-untyped-def]
     from PySide6.QtWidgets import QApplication
 
-    from app.gui.main import MainWindow, dispose
+    from app.gui.main import MainWindow
 
     assert QApplication.instance().platformName() == "xcb"  # type: ignore[union-attr]
     w = MainWindow()  # autoload, as `dynadraft` opens it: the first run loads the bundled demo model
@@ -21,7 +21,9 @@ def test_first_launch_chats_with_the_demo_model(qtbot) -> None:  # type: ignore[
         qtbot.waitUntil(lambda: w.engine is not None, timeout=120_000)
         assert "(demo)" in w.st_model.text()
         assert w.welcome.isVisible() and "demo model" in w.welcome.title.text()
-        with qtbot.waitSignal(w.chat.reply_finished, timeout=120_000) as reply:
+        w.chat.new_conversation()
+        w.chat.apply_settings(None, {"max_tokens": 16, "temperature": 0.0})  # short: the cores are shared
+        with qtbot.waitSignal(w.chat.reply_finished, timeout=180_000) as reply:
             w.chat.input.setPlainText("Say hello in one short sentence.")
             w.chat.send_btn.click()
         message = reply.args[0]
@@ -32,4 +34,3 @@ def test_first_launch_chats_with_the_demo_model(qtbot) -> None:  # type: ignore[
             assert w.grab().save(str(Path(shot)))
     finally:
         w.close()
-        dispose(w)
