@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
-from app.engine.sampling import SamplingParams, distribution, draw
+from app.engine.sampling import SamplingParams, distribution
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import fit_to_vocab
-from app.speculative.verify import verify_sampled
+from tests.engine.lawcheck import first_token_tv, next_token_logits
 from tests.engine.tiny_gguf import write_tiny_llama
 
 EXTRA = 40
@@ -82,31 +81,12 @@ def test_sampling_law_is_preserved_across_vocab_sizes(pair: Session) -> None:
     """The existing law check (tests/engine/test_session.py) with p and q over vocabularies of different sizes."""
     s = pair
     params = SamplingParams(temperature=1.0, top_k=8)
-    prompt = s.format_prompt(GenerationRequest(prompt="the red dog ran to"))
-    s.ctx.clear()
-    s.ctx.prefill(prompt)
-    p = distribution(s.ctx.logits(-1), params)
-    draft_ctx = s.sources["draft"].ctx  # type: ignore[attr-defined]
-    draft_ctx.clear()
-    draft_ctx.prefill(prompt)
-    raw = draft_ctx.logits(-1)
+    target, raw = next_token_logits(s, s.format_prompt(GenerationRequest(prompt="the red dog ran to")))
+    p = distribution(target, params)
     assert raw.shape[0] != p.shape[0]
-    n = 20_000
     # q as the draft source builds it (over the target's ids), and q over the draft's own ids (the verifier aligns).
     for q in (distribution(fit_to_vocab(raw, p.shape[0]), params), distribution(raw, params)):
-        rng = np.random.default_rng(7)
-        counts = np.zeros_like(p)
-        for _ in range(n):
-            x = draw(q, rng)
-            v = verify_sampled(lambda i: p, [x], [q], rng)
-            counts[x if v.n_accepted else v.next_token] += 1
-        tv = 0.5 * np.abs(counts / n - p).sum()
+        tv = first_token_tv(p, q, 20_000, seed=7)
         assert tv < 0.02, tv  # 8 outcomes, 20k draws: noise TV ~ 0.006
-    broken = np.zeros(max(p.shape[0], q.shape[0]))
-    rng = np.random.default_rng(8)
-    for _ in range(n):  # accept-everything verifier: its output follows q, and the same check catches it
-        broken[draw(q, rng)] += 1
-    pad = np.zeros_like(broken)
-    pad[: p.shape[0]] = p
-    assert 0.5 * np.abs(broken / n - pad).sum() > 0.02
+        assert first_token_tv(p, q, 20_000, seed=8, accept_all=True) > 0.02  # the check catches a biased verifier
     s.ctx.clear()

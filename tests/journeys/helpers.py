@@ -70,10 +70,15 @@ def served(*args: str, timeout: float = 180, env: dict[str, str] | None = None) 
         assert url, "serve did not start:\n" + "\n".join(lines[-40:])
         yield url[0], lines
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
         reader.join(5)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.launch import gui_launch_problem, missing_xcb_packages
-from tests.journeys.helpers import ROOT
+from tests.journeys.helpers import ROOT, stop
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +81,7 @@ def test_j1_dynadraft_opens_a_window_under_x(display: str, tmp_path: Path) -> No
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         assert '"DynaDraft ' in tree  # the main window, titled "DynaDraft <version>", is mapped on the display
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
 
 
 def test_j1_first_launch_chats_with_the_demo_model(display: str, tmp_path: Path) -> None:
