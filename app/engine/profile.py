@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.engine.device import ALL_LAYERS, default_gpu_layers
 from app.policy.fingerprint import FLASH_ATTN_MODES
+from app.runtime.device import ALL_LAYERS, default_gpu_layers
 
 DEFAULT_CTX = 4096
 DEFAULT_BATCH = 512

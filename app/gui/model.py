@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.bridge import BackgroundCall
-from app.policy.fingerprint import FLASH_ATTN_MODES
+from app.runtime.device import FLASH_ATTN_MODES
 
 if TYPE_CHECKING:  # llama.cpp loads only when a model does, so the window opens even without it
     from app.engine.profile import EngineProfile
@@ -88,7 +88,7 @@ class ModelChoice:
             self.draft,
             self.profile(),
             server_binary=self.server_binary,
-            **extra,  # type: ignore[arg-type]
+            **extra,
         )
 
 
@@ -143,7 +143,7 @@ def demo_path() -> Path | None:
 def backend_label(n_gpu_layers: int | None = None) -> str:
     """The status bar's backend and device, e.g. "Vulkan · Radeon 8060S" (device detection; call it off-thread)."""
     try:
-        from app.engine.device import describe_active
+        from app.runtime.device import describe_active
 
         return describe_active(n_gpu_layers)
     except Exception:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.sampling import draw
+from app.runtime.sampling import draw
 from app.speculative.verify import verify_sampled
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
+from app.runtime.sampling import SamplingParams
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 
@@ -44,7 +44,7 @@ def test_pair_is_accepted_and_a_mismatched_pair_is_refused(pair_session: Session
     from app.speculative.sources import IncompatibleDraft, check_pair
 
     assert "draft" in pair_session.sources
-    from app.engine.llama import Model
+    from app.runtime.llama import Model
 
     small = Model(smollm2_path)
     try:

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.engine.sampling import SamplingParams, distribution
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
+from app.runtime.sampling import SamplingParams, distribution
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import fit_to_vocab

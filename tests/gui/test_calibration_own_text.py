@@ -16,7 +16,7 @@ def _tiny(engine, progress, cancel, **changes):  # type: ignore[no-untyped-def]
 
 
 def test_calibrate_on_a_file_and_on_recent_chats(qtbot, gui_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.panels import CalibrationPanel
+    from app.gui.calibration_panel import CalibrationPanel
 
     panel = CalibrationPanel(runner=_tiny)
     qtbot.addWidget(panel)

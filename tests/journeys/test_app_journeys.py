@@ -46,8 +46,8 @@ def test_j2_the_app_on_the_same_model_shows_the_cli_table_active(qtbot, window, 
     assert window.st_backend.text().startswith(("CPU · ", "Vulkan · "))  # describe_active(), not a driver string
 
     # J5 in the app: the Calibrate tab's switches reach the engine (and so the endpoint's requests too).
-    from app.engine.sampling import SamplingParams
     from app.engine.types import GenerationRequest
+    from app.runtime.sampling import SamplingParams
     from app.speculative.settings import SpecSettings
 
     req = GenerationRequest(
