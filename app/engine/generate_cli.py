@@ -61,8 +61,12 @@ def run_generate(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 2
-    # --mtp asks for the head: a GGUF without one is refused at load, with the reason.
-    config = config_from_args(args, dynamic_draft=not args.no_dd, mtp="on" if args.mtp else "auto")
+    try:
+        # --mtp asks for the head: a GGUF without one is refused at load, with the reason.
+        config = config_from_args(args, dynamic_draft=not args.no_dd, mtp="on" if args.mtp else "auto")
+    except ValueError as e:
+        print(f"dynadraft generate: {e}", file=sys.stderr)
+        return 2
     try:
         with Engine(config) as engine:
             handle = engine.submit(request)
@@ -79,6 +83,9 @@ def run_generate(args: argparse.Namespace) -> int:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 1
     assert summary is not None
+    dd = summary.dynamic_draft or {}
+    if dd.get("reason") == "stale_table":  # said even with --json (on stderr), so a stale table is never silent
+        print(f"dynadraft generate: Dynamic Draft not applied: {dd.get('stale_message')}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary.to_dict(), ensure_ascii=False))
     else:
