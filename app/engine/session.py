@@ -7,13 +7,15 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from app.engine.cache import ConversationCache
 from app.engine.chat import TemplateError, TextStream, render_chat
 from app.engine.device import resolve_flash_attn
-from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams
 from app.engine.sampling import distribution, draw, greedy_token
 from app.engine.types import (
     ContextLengthExceeded,
@@ -59,6 +61,12 @@ class EngineConfig:
     default_spec: SpecSettings | None = None
     # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
     server_binary: str | None = None
+    # Conversation cache (app/engine/cache.py): host-RAM budget in MiB as llama-server's --cache-ram (None or -1:
+    # sized from free memory, 0: off), checkpoints kept per conversation on recurrent/hybrid models, and a folder
+    # to persist it in across restarts (the app's; None: RAM only).
+    cache_ram_mib: int | None = None
+    cache_checkpoints: int = 4
+    cache_dir: str | None = None
 
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
@@ -78,6 +86,7 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
         n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
         flash_attn=getattr(args, "flash_attn", None) or "auto",
         server_binary=getattr(args, "server_binary", None),
+        cache_ram_mib=getattr(args, "cache_ram", None),
         **extra,
     )
 
@@ -182,7 +191,22 @@ class Session:
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
+        self.cache = self._open_cache(ctx_params.flash_attn)
         self.reload_policy()
+
+    def _open_cache(self, flash_attn: str) -> ConversationCache:
+        """The conversation cache over the target's context and the draft model's (the same rule for both)."""
+        cfg = self.config
+        contexts = {"target": self.ctx}
+        draft = self.sources.get("draft")
+        if isinstance(draft, DraftModelSource):
+            contexts["draft"] = draft.ctx
+        disk = None
+        if cfg.cache_dir:
+            from app.engine.cache_disk import DiskStore, session_identity
+
+            disk = DiskStore(Path(cfg.cache_dir), session_identity(cfg, self.n_ctx, flash_attn))
+        return ConversationCache.open(cfg.cache_ram_mib, cfg.cache_checkpoints, contexts, disk)
 
     # -- public helpers -------------------------------------------------------------------------------------------
     @property
@@ -243,6 +267,7 @@ class Session:
         return vocab.tokenize(request.prompt, add_special=True, parse_special=False)
 
     def close(self) -> None:
+        self.cache.close()
         for src in self.sources.values():
             if isinstance(src, DraftModelSource):
                 src.ctx.close()
@@ -279,12 +304,9 @@ class Session:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
         self.stats.start_request(content_class(self.model.vocab.detokenize(prompt[-512:])))
 
-        # Prefill, reusing the longest common prefix of what the KV cache already holds.
+        # Prefill only what neither the live memory nor a saved state (the conversation cache) already holds.
         t_prompt = time.perf_counter()
-        keep = min(common_prefix(self.ctx.tokens, prompt), n_prompt - 1) if request.cache_prompt else 0
-        if not self.ctx.truncate(keep):
-            self.ctx.clear()  # recurrent memory cannot drop a partial range: start over
-        cache_n = len(self.ctx.tokens)
+        cache_n = self.cache.prepare(prompt, request.cache_prompt)
         try:
             self.ctx.prefill(prompt[cache_n:])
         except LlamaError as e:
@@ -297,6 +319,8 @@ class Session:
 
         t_gen = time.perf_counter()
         yield from self._emit(run, [token], n_drafted=0)
+        uses_draft = run.pool is not None or settings.source == "draft"
+        self.cache.checkpoint(prompt, request.cache_prompt, uses_draft)
         while run.finish is None:
             if cancel is not None and cancel.is_set():
                 run.finish = "cancelled"
@@ -331,6 +355,7 @@ class Session:
                 dynamic_draft=self._decision_dict(record),
                 per_source=self.stats.request_summary(),
                 margins=tuple(run.margins[: len(run.generated)]),
+                cache=self.cache.snapshot(),
             )
         )
 

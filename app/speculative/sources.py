@@ -92,6 +92,9 @@ class DraftModelSource:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        # Recurrent/hybrid drafts: the state at the committed history, taken before drafting past it, so that a
+        # rollback restores it instead of re-prefilling everything (the same rule as the target's verify).
+        self._checkpoint: tuple[bytes, list[int]] | None = None
 
     def _sync(self, history: Sequence[int]) -> None:
         """Make the draft KV hold history[:-1] and decode history[-1] so its logits are fresh."""
@@ -100,6 +103,11 @@ class DraftModelSource:
         if not ctx.truncate(keep):
             ctx.clear()  # recurrent memory: no partial removal, so re-prefill from scratch (correct, slower)
         ctx.prefill(history[len(ctx.tokens) :])
+        if ctx.model.is_recurrent:
+            try:
+                self._checkpoint = ctx.save_state()
+            except LlamaError:
+                self._checkpoint = None
 
     def propose(
         self,
@@ -143,8 +151,16 @@ class DraftModelSource:
         return out
 
     def rollback(self, n_committed: int) -> None:
-        if not self.ctx.truncate(n_committed):
-            self.ctx.clear()
+        if self.ctx.truncate(n_committed):
+            return
+        cp, self._checkpoint = self._checkpoint, None
+        if cp is not None and len(cp[1]) <= n_committed:  # taken at the committed history this draft continued
+            try:
+                self.ctx.load_state(cp)
+                return
+            except LlamaError:
+                pass
+        self.ctx.clear()
 
     def reset(self) -> None:
         """Nothing to forget: the KV cache is reused across requests through the common prefix."""
