@@ -56,8 +56,9 @@ class DiskStore:
         for i, item in enumerate(index.get("entries", [])):
             try:
                 data = (self.folder / str(item["file"])).read_bytes()
-                if len(data) != int(item["size"]):
-                    raise ValueError("size mismatch")
+                # llama.cpp cannot tell a damaged state from a short one: never hand it bytes we did not write.
+                if len(data) != int(item["size"]) or hashlib.sha256(data).hexdigest() != item["sha256"]:
+                    raise ValueError("checksum mismatch")
                 out.append(Entry(str(item["owner"]), tuple(int(t) for t in item["tokens"]), data, used=i))
             except (OSError, ValueError, KeyError, TypeError) as e:
                 log.warning("ignoring a damaged prompt cache state in %s: %s", self.folder, e)
@@ -73,7 +74,10 @@ class DiskStore:
         for i, e in enumerate(sorted(entries, key=lambda e: e.used)):
             name = f"state-{i}.bin"
             (tmp / name).write_bytes(e.data)
-            items.append({"owner": e.owner, "tokens": list(e.tokens), "file": name, "size": len(e.data)})
+            digest = hashlib.sha256(e.data).hexdigest()
+            items.append(
+                {"owner": e.owner, "tokens": list(e.tokens), "file": name, "size": len(e.data), "sha256": digest}
+            )
         (tmp / "index.json").write_text(json.dumps({"format": FORMAT, "identity": self.identity, "entries": items}))
         old = self.folder.with_name(self.folder.name + f".{os.getpid()}.old")
         if self.folder.exists():
