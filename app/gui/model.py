@@ -54,6 +54,7 @@ class ModelChoice:
 
     def config(self) -> EngineConfig:
         from app.engine.session import EngineConfig
+        from app.paths import get_paths
 
         return EngineConfig(
             model=self.model,
@@ -62,6 +63,7 @@ class ModelChoice:
             n_gpu_layers=self.n_gpu_layers,
             flash_attn=self.flash_attn,
             server_binary=self.server_binary,
+            cache_dir=str(get_paths().cache / "prompt-cache"),  # a reopened chat starts warm
         )
 
 

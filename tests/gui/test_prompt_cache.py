@@ -1,0 +1,41 @@
+"""The reply footer says how many prompt tokens the conversation cache saved, after switching chats (real window)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from app.gui.main import MainWindow
+
+SHOTS = Path(os.environ.get("DYNADRAFT_SHOTS", "/work/brief/shots"))
+
+
+def _reply(w: MainWindow, qtbot, text: str):  # type: ignore[no-untyped-def]
+    with qtbot.waitSignal(w.chat.reply_finished, timeout=180_000) as blocker:
+        assert w.chat.send(text)
+    saved = blocker.args[0]
+    assert saved is not None
+    return saved
+
+
+def test_footer_shows_cached_tokens_after_switching_back(make_window, gui_engine, qtbot) -> None:  # type: ignore[no-untyped-def]
+    w: MainWindow = make_window(engine=gui_engine, model_label="SmolLM2-135M (test)")
+    settings = {"temperature": 0.0, "max_tokens": 12, "spec_mode": "off"}
+    w.chat.new_conversation()
+    w.chat.apply_settings("You are a helpful assistant.", settings)
+    first = _reply(w, qtbot, "Name three colours.")
+    conv_a = w.chat.conv.id  # type: ignore[union-attr]
+    w.chat.new_conversation()
+    w.chat.apply_settings("You are a terse poet.", settings)
+    _reply(w, qtbot, "A haiku about rain.")
+    w.chat.open_conversation(conv_a)
+    second = _reply(w, qtbot, "And three animals?")
+    cached = second.stats["cached_tokens"]
+    assert cached >= first.stats["prompt_tokens"]  # chat A came back from the cache, not a re-prefill
+    footer = w.chat.bubbles()[-1].stats_label.text()
+    match = re.search(r"cached (\d+) tokens", footer)
+    assert match and int(match.group(1)) == cached, footer
+    assert "cached" not in w.chat.bubbles()[1].stats_label.text()  # A's first reply had nothing cached
+    if SHOTS.is_dir():
+        w.grab().save(str(SHOTS / "cache-footer.png"))
