@@ -139,7 +139,7 @@ def test_restored_recurrent_state_gives_the_same_next_token_logits(tiny: TinyMod
 
 
 def test_restored_kv_gives_the_same_next_token_logits(smollm2_path: Path) -> None:
-    s = Session(EngineConfig(model=str(smollm2_path), n_ctx=512, n_batch=64))
+    s = Session(EngineConfig(model=str(smollm2_path), n_ctx=512, n_batch=64, n_threads=1))
     try:
         vocab = s.model.vocab
         a = vocab.tokenize("The capital of France is Paris. The capital of Spain is", add_special=True)
@@ -180,17 +180,26 @@ def test_switching_conversations_restores_and_matches_a_fresh_session(tiny: Tiny
 
 
 def _chat_req(messages: list[dict[str, str]], **kw) -> GenerationRequest:
-    kw.setdefault("max_tokens", 16)
+    kw.setdefault("max_tokens", 8)
     kw.setdefault("sampling", GREEDY)
     return GenerationRequest(messages=tuple(messages), **kw)
 
 
+@pytest.fixture(scope="module")
+def smol_pair(smollm2_path: Path, smollm2_q2k_path: Path) -> Iterator[Session]:
+    # One thread: on a small shared machine spinning llama.cpp threads oversubscribe the cores (see tests/server).
+    cfg = EngineConfig(model=str(smollm2_path), draft=str(smollm2_q2k_path), n_ctx=1024, n_batch=128, n_threads=1)
+    s = Session(cfg)
+    yield s
+    s.close()
+
+
 @pytest.mark.parametrize("spec", [PLAIN, SpecSettings(source="draft", n_max=4)], ids=lambda s: s.label())
 def test_attention_chat_switch_restores_kv_and_matches_a_fresh_session(
-    small_session: Session, smollm2_path: Path, spec: SpecSettings
+    smol_pair: Session, smollm2_path: Path, spec: SpecSettings
 ) -> None:
     """SmolLM2 with its Q2_K draft: chat A, chat B, then A's second turn restores A's KV (target and draft)."""
-    s = small_session
+    s = smol_pair
     a_msgs = [{"role": "user", "content": "Name three colours."}]
     a1 = _run(s, _chat_req(a_msgs, speculative=spec))
     _run(s, _chat_req([{"role": "user", "content": "Write a haiku about rain on a tin roof."}], speculative=spec))
@@ -200,7 +209,7 @@ def test_attention_chat_switch_restores_kv_and_matches_a_fresh_session(
     ]
     a2 = _run(s, _chat_req(follow, speculative=spec))
     assert a2.timings.cache_n >= a1.prompt_tokens  # A's prompt (and the reply, where it re-tokenizes alike)
-    fresh = Session(EngineConfig(model=str(smollm2_path), n_ctx=2048, n_batch=256))
+    fresh = Session(EngineConfig(model=str(smollm2_path), n_ctx=1024, n_batch=128, n_threads=1))
     try:
         ref = _run(fresh, _chat_req(follow, speculative=PLAIN, collect_margins=True))
     finally:
