@@ -24,10 +24,11 @@ from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.speculative.settings import PLAIN
 
-WORDS = (
+_WORD_TEXT = (
     "the cat sat on mat dog ran to a red blue green one two three four five and or is it of in at by for with from "
     "this that we you they he she up down left right yes no hello world copy paste data list"
-).split()
+)
+WORDS = _WORD_TEXT.split()
 
 
 def tiny_hybrid() -> Path:
@@ -100,7 +101,8 @@ def bench_model(name: str, args: argparse.Namespace) -> None:
         cold, warm = statistics.mean([cold_a, cold_b]), statistics.mean([warm_a, warm_b])
         print(
             f"{name} ({kind}): switch TTFT after switching / cold = {warm:.0f} / {cold:.0f} ms = {warm / cold:.3f} "
-            f"(prompts {sa.prompt_tokens}/{sb.prompt_tokens} tokens, cached {sa2.timings.cache_n}/{sb2.timings.cache_n})"
+            f"(prompts {sa.prompt_tokens}/{sb.prompt_tokens} tokens, "
+            f"cached {sa2.timings.cache_n}/{sb2.timings.cache_n})"
         )
         snap = session.cache.snapshot()
         target = [e for e in session.cache.store.entries if e.owner == "target"]

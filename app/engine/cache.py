@@ -194,7 +194,7 @@ class ContextCache:
         live = reusable(ctx.tokens, prompt, limit, self.recurrent)
         entry, n_entry = self.store.best(self.owner, prompt, limit, self.recurrent)
         restore = entry if (entry is not None and n_entry > live) else None
-        if self._loses_much(common_prefix(ctx.tokens, restore.tokens if restore else prompt[:live])):
+        if self._loses_much(common_prefix(ctx.tokens, prompt)):
             self.stash()  # another conversation (or a big edit): keep its state for when it comes back
         if restore is not None:
             try:
@@ -211,10 +211,11 @@ class ContextCache:
             ctx.clear()
         return len(ctx.tokens)
 
-    def _loses_much(self, kept: int) -> bool:
-        """Whether dropping the live state down to `kept` tokens loses enough to be worth a copy first: a small
-        tail (a reply the template re-renders, a regenerated answer) is cheaper to prefill again than to save."""
-        lost = len(self.ctx.tokens) - kept
+    def _loses_much(self, shared: int) -> bool:
+        """Whether the live state, of which the new prompt shares `shared` leading tokens, is worth a copy before
+        it is overwritten: yes for another conversation or a big edit; no for a small tail (a reply the template
+        re-renders, a regenerated answer), which the prompt's own checkpoint covers or is cheap to prefill again."""
+        lost = len(self.ctx.tokens) - shared
         return lost >= MIN_TOKENS and 4 * lost >= len(self.ctx.tokens)
 
     def stash(self) -> None:
