@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.engine.cache import Entry
+from app.engine.cache import MIB, Entry, restorable
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
+DEFAULT_MAX_BYTES = 2048 * MIB  # written on every close: the most recent conversations, not the whole RAM budget
 
 
 def identity_key(material: dict[str, Any]) -> str:
@@ -34,6 +35,7 @@ class DiskStore:
 
     root: Path
     identity: dict[str, Any]
+    max_bytes: int = DEFAULT_MAX_BYTES
 
     @property
     def folder(self) -> Path:
@@ -65,7 +67,9 @@ class DiskStore:
         return out
 
     def save(self, entries: list[Entry]) -> None:
-        """Replace this identity's folder with `entries` (least recently used first, so load keeps the order)."""
+        """Replace this identity's folder with the most recent `entries` within max_bytes (stored least recently used
+        first, so a load keeps the order)."""
+        entries = restorable(entries, self.max_bytes)
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.root / f".{identity_key(self.identity)}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
