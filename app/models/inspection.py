@@ -204,10 +204,9 @@ def describe(report: GGUFReport) -> list[str]:
         f"  bos {report.tokenizer.bos_id}  eos {report.tokenizer.eos_id}",
     ]
     if report.split_count > 1:
-        lines.append(
-            f"split:         {report.split_count} shards"
-            + (f", missing: {', '.join(report.missing_shards)}" if report.missing_shards else "")
-        )
+        lines.append(f"split:         {report.split_count} shards" + (
+            f", missing: {', '.join(report.missing_shards)}" if report.missing_shards else ""
+        ))
     lines.append("quant mix:")
     total = sum(q.nbytes for q in report.quant_mix) or 1
     for q in report.quant_mix:

@@ -74,32 +74,10 @@ def test_greedy_exactness_with_the_real_pair(pair_session: Session, spec: SpecSe
 def test_generate_cli_json_with_the_pair(qwen_pair: tuple[Path, Path]) -> None:
     target, draft = qwen_pair
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app",
-            "generate",
-            "--model",
-            str(target),
-            "--draft",
-            str(draft),
-            "--spec-n-max",
-            "4",
-            "--spec-p-min",
-            "0.25",
-            "--prompt",
-            "Say hi in five words.",
-            "--max-tokens",
-            "12",
-            "--temperature",
-            "0",
-            "--json",
-            "--ctx-size",
-            "512",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, "-m", "app", "generate", "--model", str(target), "--draft", str(draft),
+         "--spec-n-max", "4", "--spec-p-min", "0.25", "--prompt", "Say hi in five words.", "--max-tokens", "12",
+         "--temperature", "0", "--json", "--ctx-size", "512"],
+        capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
