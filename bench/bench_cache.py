@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN
 
 _WORD_TEXT = (

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from app.engine.llama import Context, LlamaError, common_prefix
+from app.runtime.llama import Context, LlamaError, common_prefix
 
 if TYPE_CHECKING:
     from app.engine.cache_disk import DiskStore

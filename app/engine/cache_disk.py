@@ -93,7 +93,7 @@ class DiskStore:
 def session_identity(config: Any, n_ctx: int, flash_attn: str) -> dict[str, Any]:
     """What a saved state depends on: the exact model files, the llama.cpp build and the memory's layout."""
     from app.engine.identity import cached_sha256, llama_build
-    from app.engine.llama import system_info
+    from app.runtime.llama import system_info
 
     return {
         "target_sha256": cached_sha256(config.model),

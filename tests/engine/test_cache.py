@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from app.engine.cache import Entry, PromptCache, budget_bytes, default_budget, reusable
-from app.engine.llama import Context
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
+from app.runtime.llama import Context
+from app.runtime.sampling import SamplingParams
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 from tests.engine.conftest import TinyModel
