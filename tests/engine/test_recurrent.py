@@ -94,6 +94,9 @@ class _OneWrongToken:
     def reset(self) -> None:
         self.inner.reset()
 
+    def close(self) -> None:  # DraftSource.close (Session.close closes every source)
+        self.inner.close()
+
 
 ONE_WRONG = SpecSettings(source="draft", n_max=4, p_min=0.0)
 
