@@ -39,3 +39,26 @@ def test_footer_shows_cached_tokens_after_switching_back(make_window, gui_engine
     assert "cached" not in w.chat.bubbles()[1].stats_label.text()  # A's first reply had nothing cached
     if SHOTS.is_dir():
         w.grab().save(str(SHOTS / "cache-footer.png"))
+
+
+def test_the_apps_engine_reopens_warm(smollm2_path: Path) -> None:
+    """The app's engine config persists the cache: after a restart, a chat's next turn restores from disk."""
+    from dataclasses import replace
+
+    from app.engine.types import GenerationRequest
+    from app.engine.worker import Engine
+    from app.gui.model import ModelChoice
+    from app.runtime.sampling import SamplingParams
+
+    config = replace(ModelChoice(model=str(smollm2_path), n_ctx=512, n_gpu_layers=0).config(), n_threads=1)
+    msgs = ({"role": "user", "content": "Name three colours."},)
+    req = GenerationRequest(messages=msgs, max_tokens=4, sampling=SamplingParams(temperature=0.0))
+    with Engine(config).wait_ready(120) as engine:
+        first = engine.submit(req).result(120)
+    assert config.cache_dir and list(Path(config.cache_dir).glob("*/index.json"))
+    follow = replace(
+        req, messages=(*msgs, {"role": "assistant", "content": first.text}, {"role": "user", "content": "More?"})
+    )
+    with Engine(config).wait_ready(120) as engine:
+        again = engine.submit(follow).result(120)
+    assert again.timings.cache_n >= first.prompt_tokens
