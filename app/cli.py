@@ -116,6 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", metavar="K", help="required when binding beyond loopback")
     _add_profile(p)
     _add_server_binary(p)
+    p.add_argument(
+        "--cache-ram",
+        type=int,
+        default=-1,
+        metavar="MiB",
+        help="host RAM for saved conversation states, as llama-server's (default -1: a quarter of free memory, at "
+        "most 8192; 0: off)",
+    )
     p.add_argument("--max-queue", type=int, default=8, metavar="N", help="waiting requests before 429")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this CORS origin")
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")

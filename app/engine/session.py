@@ -7,10 +7,12 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from app.engine.cache import ConversationCache
 from app.engine.chat import TemplateError, TextStream, render_chat
 from app.engine.profile import EngineProfile, profile_from_args, recalibrate_command
 from app.engine.runtime import Capabilities
@@ -28,7 +30,7 @@ from app.engine.types import (
 )
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.runtime.device import resolve_flash_attn
-from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams
 from app.runtime.llama_mtp import mtp_unavailable_reason
 from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative import registry
@@ -69,6 +71,12 @@ class EngineConfig:
     default_spec: SpecSettings | None = None
     # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
     server_binary: str | None = None
+    # Conversation cache (app/engine/cache.py): host-RAM budget in MiB as llama-server's --cache-ram (None or -1:
+    # sized from free memory, 0: off), checkpoints kept per conversation on recurrent/hybrid models, and a folder
+    # to persist it in across restarts (the app's; None: RAM only).
+    cache_ram_mib: int | None = None
+    cache_checkpoints: int = 4
+    cache_dir: str | None = None
 
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
@@ -85,6 +93,7 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
         getattr(args, "draft", None),
         profile_from_args(args),
         server_binary=getattr(args, "server_binary", None),
+        cache_ram_mib=getattr(args, "cache_ram", None),
         **extra,
     )
 
@@ -260,6 +269,7 @@ class Session:
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
+        self.cache = self._open_cache(ctx_params.flash_attn, dctx)
         self.reload_policy()
 
     def _missing_sources(self) -> dict[str, str]:
@@ -270,6 +280,19 @@ class Session:
                 why = mtp_unavailable_reason(self.model) if cls is MtpSource else None
                 out[cls.name] = why or "it cannot run on this model"
         return out
+
+    def _open_cache(self, flash_attn: str, draft_ctx: Context | None) -> ConversationCache:
+        """The conversation cache over the target's context and the draft model's (the same rule for both)."""
+        cfg = self.config
+        contexts = {"target": self.ctx}
+        if draft_ctx is not None:
+            contexts["draft"] = draft_ctx
+        disk = None
+        if cfg.cache_dir:
+            from app.engine.cache_disk import DiskStore, session_identity
+
+            disk = DiskStore(Path(cfg.cache_dir), session_identity(cfg, self.n_ctx, flash_attn))
+        return ConversationCache.open(cfg.cache_ram_mib, cfg.cache_checkpoints, contexts, disk)
 
     # -- public helpers -------------------------------------------------------------------------------------------
     @property
@@ -341,6 +364,7 @@ class Session:
         return vocab.tokenize(request.prompt, add_special=True, parse_special=False)
 
     def close(self) -> None:
+        self.cache.close()
         for src in self.sources.values():
             src.close()
         self.ctx.close()
@@ -376,12 +400,9 @@ class Session:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
         self.stats.start_request(content_class(self.model.vocab.detokenize(prompt[-512:])))
 
-        # Prefill, reusing the longest common prefix of what the KV cache already holds.
+        # Prefill only what neither the live memory nor a saved state (the conversation cache) already holds.
         t_prompt = time.perf_counter()
-        keep = min(common_prefix(self.ctx.tokens, prompt), n_prompt - 1) if request.cache_prompt else 0
-        if not self.ctx.truncate(keep):
-            self.ctx.clear()  # recurrent memory cannot drop a partial range: start over
-        cache_n = len(self.ctx.tokens)
+        cache_n = self.cache.prepare(prompt, request.cache_prompt)
         try:
             self.ctx.prefill(prompt[cache_n:])
         except LlamaError as e:
@@ -394,6 +415,8 @@ class Session:
 
         t_gen = time.perf_counter()
         yield from self._emit(run, [token], n_drafted=0)
+        uses_draft = run.pool is not None or settings.source == "draft"
+        self.cache.checkpoint(prompt, request.cache_prompt, uses_draft)
         while run.finish is None:
             if cancel is not None and cancel.is_set():
                 run.finish = "cancelled"
@@ -429,6 +452,7 @@ class Session:
                 per_source=self.stats.request_summary(),
                 # One more than the tokens when the run ended on an end token: the row that chose to stop.
                 margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
+                cache=self.cache.snapshot(),
             )
         )
 

@@ -125,6 +125,7 @@ class GenerationSummary:
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
     # with collect_margins: top-1 minus top-2 logit of the row behind each token (and the end token, after a stop)
     margins: tuple[float, ...] = ()
+    cache: dict[str, int] | None = None  # the conversation cache's totals after this request (for /metrics)
 
     def to_dict(self) -> dict[str, Any]:
         return {

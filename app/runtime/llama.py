@@ -291,11 +291,12 @@ class Context:
     def save_state(self) -> tuple[bytes, list[int]]:
         """A checkpoint of sequence 0 (needed to roll back recurrent/hybrid memory)."""
         size = L.llama_state_seq_get_size(self.ptr, 0)
-        buf = (ctypes.c_uint8 * size)()
-        n = L.llama_state_seq_get_data(self.ptr, buf, size, 0) if size else 0
+        raw = bytearray(size)
+        # Written in place and sliced through a memoryview: a ctypes slice would build a list of ints (slow at MBs).
+        n = L.llama_state_seq_get_data(self.ptr, (ctypes.c_uint8 * size).from_buffer(raw), size, 0) if size else 0
         if n == 0:
             raise LlamaError("could not save a sequence checkpoint")
-        return bytes(buf[:n]), list(self.tokens)
+        return bytes(memoryview(raw)[:n]), list(self.tokens)
 
     def load_state(self, state: tuple[bytes, list[int]]) -> None:
         data, tokens = state

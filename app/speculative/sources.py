@@ -207,6 +207,9 @@ class DraftModelSource:
         self.ctx = ctx
         # The target's vocabulary size (None: the same as the draft's); see fit_to_vocab.
         self.n_target_vocab = n_target_vocab if n_target_vocab is not None else ctx.n_vocab
+        # Recurrent/hybrid drafts: the state at the committed history, taken before drafting past it, so that a
+        # rollback restores it instead of re-prefilling everything (the same rule as the target's verify).
+        self._checkpoint: tuple[bytes, list[int]] | None = None
 
     @classmethod
     def create(cls, env: SourceEnv) -> DraftModelSource | None:
@@ -238,6 +241,13 @@ class DraftModelSource:
         if any(not 0 <= t < ctx.n_vocab for t in rest):
             return False
         ctx.prefill(rest)
+        if ctx.model.is_recurrent:
+            from app.runtime.llama import LlamaError  # loaded by now: this context exists
+
+            try:
+                self._checkpoint = ctx.save_state()
+            except LlamaError:
+                self._checkpoint = None
         return True
 
     def propose(
@@ -269,8 +279,18 @@ class DraftModelSource:
         return out
 
     def rollback(self, n_committed: int) -> None:
-        if not self.ctx.truncate(n_committed):
-            self.ctx.clear()
+        if self.ctx.truncate(n_committed):
+            return
+        cp, self._checkpoint = self._checkpoint, None
+        if cp is not None and len(cp[1]) <= n_committed:  # taken at the committed history this draft continued
+            from app.runtime.llama import LlamaError
+
+            try:
+                self.ctx.load_state(cp)
+                return
+            except LlamaError:
+                pass
+        self.ctx.clear()
 
     def reset(self) -> None:
         """Nothing to forget: the KV cache is reused across requests through the common prefix."""
