@@ -364,7 +364,8 @@ class Session:
         return vocab.tokenize(request.prompt, add_special=True, parse_special=False)
 
     def close(self) -> None:
-        self.cache.close()
+        if hasattr(self, "cache"):  # close() also cleans up a construction that failed before the cache existed
+            self.cache.close()
         for src in self.sources.values():
             src.close()
         self.ctx.close()
