@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from app.models.inspection import shard_names
+from app.models.names import contained, is_safe
 
 PART_SUFFIX = ".part"
 META_SUFFIX = ".part.json"
@@ -165,6 +166,8 @@ def default_disk_free(path: Path) -> int:
 def local_dir_for(repo: str, models_dir: Path) -> Path:
     """models/<owner>/<name>/ keeps files of different repos apart even when they share a file name."""
     owner, _, name = repo.partition("/")
+    if not (is_safe(owner) and is_safe(name)) or "/" in name:
+        raise DownloadError(f"not a Hub repository id: {repo!r} (expected OWNER/NAME)")
     return models_dir / owner / name
 
 
@@ -262,7 +265,8 @@ def list_repo_files(repo: str, revision: str = "main", *, endpoint: str | None =
         info = HfApi(endpoint=hub_endpoint(endpoint), token=hub_token(token)).model_info(repo, revision=revision)
     except Exception as e:  # noqa: BLE001
         raise _hub_error(e, repo) from e
-    return [s.rfilename for s in info.siblings or []]
+    # A hostile repo can list traversal names; never offer them (the quant-tag lookup would pick them first).
+    return [s.rfilename for s in info.siblings or [] if is_safe(s.rfilename)]
 
 
 def remote_file(repo: str, filename: str, revision: str = "main", *, endpoint: str | None = None,
@@ -520,6 +524,11 @@ def download_files(repo: str, filenames: list[str], dest_dir: Path, *, revision:
     """
     if not filenames:
         raise DownloadError(f"{repo}: no files to download")
+    for name in filenames:  # before any request: a name that escapes dest_dir never reaches the network or disk
+        try:
+            contained(dest_dir, name)
+        except ValueError as e:
+            raise DownloadError(f"{repo}: {e}") from None
     expected = expected_sha256 or {}
     if is_offline():
         return _offline_result(dest_dir, filenames, expected)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -23,10 +22,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.engine.types import DoneEvent, EngineError, GenerationRequest, QueueFull, TextEvent
+from app.engine.types import DoneEvent, EngineError, GenerationRequest, TextEvent
 from app.engine.worker import Engine
 from app.server import adapters
 from app.server.bridge import Generation
+from app.server.browser_guard import BrowserPolicy, check_request
 from app.server.errors import ApiError, from_engine_error, from_validation_error
 from app.server.metrics import Metrics
 from app.server.schemas import ChatCompletionRequest, CompletionRequest, ModelCard, ModelList
@@ -100,10 +100,13 @@ async def _drain(receive: Receive, limit: int = _DRAIN_LIMIT) -> None:
 class GuardMiddleware:
     """Counts responses by status, enforces the API key and refuses oversized bodies (by Content-Length) early."""
 
-    def __init__(self, app: ASGIApp, *, state: ServerState, api_key: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, state: ServerState, api_key: str | None, browser: BrowserPolicy | None = None
+    ) -> None:
         self.app = app
         self.state = state
         self.api_key = api_key.encode() if api_key else None
+        self.browser = browser or BrowserPolicy()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -117,6 +120,11 @@ class GuardMiddleware:
             await send(message)
 
         headers = dict(scope.get("headers") or [])
+        refused = check_request(scope["method"].encode(), headers, self.browser)
+        if refused is not None:
+            await _drain(receive)
+            await _send_error(counting_send, refused)
+            return
         if self.api_key is not None and scope["path"] not in OPEN_PATHS and scope["method"] != "OPTIONS":
             auth = headers.get(b"authorization", b"")
             scheme, _, token = auth.partition(b" ")
@@ -215,8 +223,12 @@ def create_app(
     dd_table_provider: DDTableProvider | None = None,
     aliases: Iterable[str] = (),
     metrics: Metrics | None = None,
+    browser: BrowserPolicy | None = None,
 ) -> FastAPI:
-    """Build the API around one loaded Engine. Binding, threads and start/stop live in `runner.EndpointServer`."""
+    """Build the API around one loaded Engine. Binding, threads and start/stop live in `runner.EndpointServer`.
+
+    `browser` defaults to a loopback server's policy: Host must name this machine, Origin must be a CORS origin.
+    """
     config = engine.config
     model_id = model_id or Path(config.model).stem
     state = ServerState(
@@ -232,7 +244,8 @@ def create_app(
     app.state.dynadraft = state
     _install_error_handlers(app)
     _install_routes(app, state)
-    app.add_middleware(GuardMiddleware, state=state, api_key=api_key)
+    browser = browser or BrowserPolicy.for_bind(True, cors_origins)
+    app.add_middleware(GuardMiddleware, state=state, api_key=api_key, browser=browser)
     if cors_origins:
         # Added last so it is outermost: preflights are answered without a key, and errors carry CORS headers.
         app.add_middleware(
@@ -291,29 +304,12 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
                 param="model",
             )
 
-    async def resolve_max_tokens(request: GenerationRequest, explicit: int | None) -> GenerationRequest:
-        """Without a client limit, generate up to the end of the context window (needs the prompt's length)."""
+    def resolve_max_tokens(request: GenerationRequest, explicit: int | None) -> GenerationRequest:
+        """Without a client limit, generate up to the end of the context window: the engine measures the prompt
+        when it runs the request, so a full queue answers 429 at once instead of after the running generation."""
         if explicit is not None:
             return request
-        if engine.queue_depth > engine.max_queue:
-            raise from_engine_error(_queue_full(engine))
-
-        def measure(session: Any) -> tuple[int, int]:
-            return len(session.format_prompt(request)), int(session.n_ctx)
-
-        try:
-            n_prompt, n_ctx = await anyio.to_thread.run_sync(engine.call, measure)
-        except EngineError as e:
-            raise from_engine_error(e) from None
-        room = n_ctx - n_prompt
-        if room < 1:
-            raise ApiError(
-                400,
-                f"the prompt ({n_prompt} tokens) fills the context window of {n_ctx} tokens",
-                code="context_length_exceeded",
-                param="messages",
-            )
-        return adapters.with_max_tokens(request, room)
+        return adapters.until_context_end(request)
 
     def submit(request: GenerationRequest) -> Generation:
         try:
@@ -395,7 +391,7 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
         check_model(req.model)
         rid = f"{prefix}-{uuid.uuid4().hex}"
         gen_req = to_generation(req, has_draft=state.has_draft, request_id=rid)
-        gen_req = await resolve_max_tokens(gen_req, adapters.requested_max_tokens(req))
+        gen_req = resolve_max_tokens(gen_req, adapters.requested_max_tokens(req))
         gen = submit(gen_req)
         created = int(time.time())
         try:
@@ -429,10 +425,6 @@ def _failed(gen: Generation, err: EngineError) -> ApiError:
         # Only the server cancels a request whose client is still there: it is stopping.
         return ApiError(503, "the server is stopping; the request was cancelled", code="server_stopping")
     return from_engine_error(err)
-
-
-def _queue_full(engine: Engine) -> EngineError:
-    return QueueFull(f"the engine queue is full ({engine.max_queue} waiting); try again shortly")
 
 
 # -- stream formats ------------------------------------------------------------------------------------------------
