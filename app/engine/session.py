@@ -217,7 +217,7 @@ class Session:
         from app.engine.identity import calibration_store, session_fingerprint
 
         store = calibration_store(self.config.model, self.config.draft)
-        if store.active_id() is None:
+        if not store.active_path.exists():  # a corrupt pointer goes on, to be reported
             self.policy = policy_without_table(self.config, "no calibration table yet")
             self.dd_status = "no calibration table yet: run a calibration"
             return self.dd_status

@@ -50,7 +50,7 @@ class TableFile(BaseModel):
     """tables/<table_id>.json."""
 
     model_config = _STRICT
-    schema_version: Literal[1]
+    schema_version: StrictInt = Field(ge=1, le=1)  # this build reads version 1 (a Literal would take 1.0)
     table_id: StrictStr = Field(min_length=1)
     created_at: StrictStr = Field(min_length=1)
     spread_kind: Literal["iqr"] = "iqr"
