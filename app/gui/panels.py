@@ -10,6 +10,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
@@ -179,7 +180,8 @@ class ModelsPanel(QWidget):
                 return
             for m in models:
                 r = m.report
-                status = m.error or ("✔ sha256 verified" if m.sha256 else "")
+                label = self.local_mod.integrity_label(m) if hasattr(self.local_mod, "integrity_label") else ""
+                status = ("✔ " if getattr(m, "verified", False) else "⚠ ") + label if label else ""
                 compat = getattr(m, "compat", None)
                 if compat is not None and getattr(compat, "loadable", True) is False:
                     status = (status + " · " if status else "") + "not loadable by this runtime"
@@ -188,6 +190,9 @@ class ModelsPanel(QWidget):
                 )
                 it.setData(0, Qt.ItemDataRole.UserRole, str(m.path))
                 it.setToolTip(0, str(m.path))
+                it.setToolTip(3, status)
+                if not getattr(m, "verified", False):
+                    it.setForeground(3, QBrush(QColor("#b00020" if m.error else "#b35c00")))
                 self.local.addTopLevelItem(it)
         else:
             for p in sorted(get_paths().models.rglob("*.gguf")) if get_paths().models.is_dir() else []:
@@ -249,7 +254,8 @@ class ModelsPanel(QWidget):
         self._call = None
         self.progress.setVisible(False)
         path = getattr(result, "path", None)
-        self.dl_status.setText(f"Downloaded: {path}" if path else "Download finished.")
+        unverified = "" if getattr(result, "verified", True) else " (NOT VERIFIED: no known sha256 to check it against)"
+        self.dl_status.setText((f"Downloaded: {path}" if path else "Download finished.") + unverified)
         self._fill_local()
         self._sync()
 

@@ -13,7 +13,7 @@ from app.models.compat import check_loadable, check_pair
 from app.models.download import DownloadCancelled, DownloadError, HubOffline, Progress
 from app.models.gguf_reader import GGUFError
 from app.models.inspection import describe, format_bytes, format_params, inspect_gguf
-from app.models.local import list_local_models, pull
+from app.models.local import integrity_label, list_local_models, pull
 from app.models.runtime import runtime_info
 
 
@@ -109,6 +109,8 @@ def run_pull(args: argparse.Namespace) -> int:
     else:
         for f in result.files:
             print(f"{f.path}  {format_bytes(f.size)}  {f.verify_note}")
+            if not f.verified:
+                print(f"warning: {f.path.name} is NOT VERIFIED: no known sha256 to check it against", file=sys.stderr)
         if report and compat:
             print(f"format {report.format}, {format_params(report.parameter_count)} parameters: {compat.message}")
         print(f"model path: {result.path}")
@@ -219,6 +221,7 @@ def run_models(args: argparse.Namespace) -> int:
         rep = m.report
         print(f"{m.path}\n    {rep.format:<14} {format_params(rep.parameter_count):>7} params  "
               f"{format_bytes(rep.file_size):>10}  ctx {rep.context_length or '?'}  {m.compat.message}")
+        print(f"    integrity: {integrity_label(m)}")
     return 0
 
 
