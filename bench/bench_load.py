@@ -213,7 +213,7 @@ def run_load(
                     if out.startswith("bad"):
                         report.problems.append(out)
                 if out == "refused_429":
-                    time.sleep(rng.uniform(0.05, 0.3))  # a polite client backs off (Retry-After is 1 s)
+                    time.sleep(rng.uniform(0.5, 1.5))  # a polite client backs off about Retry-After (1 s)
 
     t0 = time.perf_counter()
     poller = threading.Thread(target=health, daemon=True)
