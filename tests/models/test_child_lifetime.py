@@ -38,6 +38,40 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+_PARENT = """
+import sys, threading, time
+from app.models.child_process import popen_tied
+pids = []
+# From a thread that ends at once: the parent-death signal must follow the process, not this thread.
+t = threading.Thread(target=lambda: pids.append(popen_tied(["sleep", "600"]).pid))
+t.start(); t.join()
+print(pids[0], flush=True)
+time.sleep(600)
+"""
+
+
+def test_tied_child_dies_with_its_sigkilled_parent() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    child = None
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        time.sleep(0.3)
+        assert _alive(child)  # the spawning thread has ended; the child is still there
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(30)
+        for _ in range(100):
+            if not _alive(child):
+                break
+            time.sleep(0.05)
+        assert not _alive(child), "the child outlived its SIGKILLed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
 def test_llama_server_dies_when_dynadraft_is_sigkilled(llama_server_binary: str, smollm2_path: Path) -> None:
     cmd = [sys.executable, "-m", "app", "serve", "--model", str(smollm2_path), "--port", "0", "--threads", "1"]
     cmd += ["--ctx-size", "512", "--server-binary", llama_server_binary]
