@@ -13,7 +13,7 @@ _STRICT = ConfigDict(strict=True, extra="forbid")
 
 class _Setting(BaseModel):
     model_config = _STRICT
-    source: Literal["draft", "lookup", "none", "pool"] = "draft"
+    source: StrictStr = "draft"  # the names the draft-source registry knows are checked by SpecSettings
     n_max: StrictInt = Field(0, ge=0, le=64)
     n_min: StrictInt = Field(0, ge=0, le=64)
     p_min: StrictFloat | StrictInt = Field(0.0, ge=0.0, le=1.0)

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from app.engine.sampling import MIN_REPEAT_PENALTY, MIN_TEMPERATURE, SamplingParams, distribution, greedy_token
+from app.runtime.sampling import MIN_REPEAT_PENALTY, MIN_TEMPERATURE, SamplingParams, distribution, greedy_token
 
 F32_MAX = float(np.finfo(np.float32).max)
 VOCAB = 600

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.models import external
-from app.models.external import ExternalServer, ServerSpec, port_taken
+from app.runtime import llama_server as external
+from app.runtime.llama_server import ExternalServer, ServerSpec, port_taken
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def _children(pid: int) -> list[int]:
 
 _PARENT = """
 import sys, threading, time
-from app.models.child_process import popen_tied
+from app.runtime.child_process import popen_tied
 pids = []
 # From a thread that ends at once: the parent-death signal must follow the process, not this thread.
 t = threading.Thread(target=lambda: pids.append(popen_tied(["sleep", "600"]).pid))

@@ -125,4 +125,5 @@ def popen_tied(cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     preexec = _linux_preexec()
     if preexec is None:
         return subprocess.Popen(cmd, **kwargs)
-    return _spawner.run(lambda: subprocess.Popen(cmd, preexec_fn=preexec, **kwargs))  # type: ignore[no-any-return]
+    spawned: subprocess.Popen[bytes] = _spawner.run(lambda: subprocess.Popen(cmd, preexec_fn=preexec, **kwargs))
+    return spawned

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.models.child_process import popen_tied
 from app.paths import get_paths
+from app.runtime.child_process import popen_tied
 
 HOST = "127.0.0.1"  # never beyond loopback: the fork's server has no API key set by us
 
