@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.models.download import sha256_file
+from app.models.integrity import sha256_file
 from app.paths import get_paths
 from app.policy.fingerprint import Fingerprint
 

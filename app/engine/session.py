@@ -34,7 +34,7 @@ from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
-from app.speculative.verify import verify_greedy, verify_sampled
+from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +148,21 @@ class _Run:
     adaptive: AdaptiveLength | None = None
     pool: SourcePool | None = None
     arm: str = "none"  # the pool's choice for the current step
+
+
+@dataclass
+class _StepDraft:
+    """What one step drafted: the source (None: plain decode), the depth allowed and the proposed tokens."""
+
+    src: DraftSource | None
+    depth: int
+    tokens: list[int] = field(default_factory=list)
+    dists: list[np.ndarray | None] = field(default_factory=list)
+    draft_ms: float = 0.0
+
+    @property
+    def source_name(self) -> str:
+        return self.src.name if (self.src is not None and self.depth > 0) else "none"
 
 
 def top2_margin(logits: np.ndarray) -> float:
@@ -404,33 +419,67 @@ class Session:
         return self.sources.get(s.source), (run.adaptive.next_length() if run.adaptive else s.n_max), None
 
     def _step(self, run: _Run) -> Iterator[Event]:
-        """One target decode of [last] + draft; accept a prefix of the draft and the target's own next token."""
-        ctx = self.ctx
+        """One speculative step: draft, verify [last] + draft in one target decode, restore after a rejection,
+        then emit the accepted tokens plus the target's own next one and let the step's observers learn from it."""
         history = run.prompt + run.generated  # the last token is committed but not yet in the KV cache
-        last = history[-1]
-        n_kv = len(ctx.tokens)  # == len(history) - 1
+        n_kv = len(self.ctx.tokens)  # == len(history) - 1
+        draft = self._draft(run, history)
+        checkpoint = self._checkpoint(draft)
+        t0 = time.perf_counter()
+        verdict = self._verify(run, history, draft)
+        a = verdict.n_accepted
+        if a < len(draft.tokens):
+            self._restore_after_rejection(history, draft, a, n_kv, checkpoint)
+        verify_ms = (time.perf_counter() - t0) * 1000.0
+        if draft.src is not None:
+            draft.src.rollback(n_kv + 1 + a)
+        n_before = len(run.generated)
+        self._observe(run, draft, a, verify_ms)
+        yield from self._emit(run, [*draft.tokens[:a], verdict.next_token], n_drafted=a)
+        yield StepEvent(
+            index=run.steps,
+            source=draft.source_name,
+            depth=draft.depth,
+            drafted=len(draft.tokens),
+            accepted=a,
+            emitted=len(run.generated) - n_before,
+            draft_ms=round(draft.draft_ms, 3),
+            verify_ms=round(verify_ms, 3),
+            t=time.perf_counter(),
+            n_generated=len(run.generated),
+        )
+
+    def _draft(self, run: _Run, history: list[int]) -> _StepDraft:
+        """Pick this step's source and depth and let it propose; an empty draft means a plain decode."""
+        ctx = self.ctx
         remaining = run.request.max_tokens - len(run.generated)
         src, depth, ready = self._source_for_step(run, history)
         # Never draft past the context window or the tokens still wanted (the target adds one of its own).
         depth = max(0, min(depth, ctx.n_ctx - len(history) - 1, remaining - 1, ctx.n_batch - 1))
-        draft_tokens: list[int] = []
-        dists: list[np.ndarray | None] = []
-        draft_ms = 0.0
+        draft = _StepDraft(src, depth)
         if src is not None and depth > 0:
             s = run.settings
             d = ready or src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
-            draft_tokens, dists, draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+            draft.tokens, draft.dists, draft.draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+        return draft
 
-        checkpoint = None
-        if draft_tokens and self.model.is_recurrent:
-            try:
-                checkpoint = ctx.save_state()
-            except LlamaError as e:
-                self._disable_speculation(f"cannot checkpoint the recurrent state for rollback ({e})")
-                draft_tokens, dists = [], []
-        t0 = time.perf_counter()
+    def _checkpoint(self, draft: _StepDraft) -> Any:
+        """Recurrent memory cannot drop rejected positions: save its state first (or give up speculating)."""
+        if not (draft.tokens and self.model.is_recurrent):
+            return None
         try:
-            ctx.decode([last, *draft_tokens], logits_from=0)
+            return self.ctx.save_state()
+        except LlamaError as e:
+            self._disable_speculation(f"cannot checkpoint the recurrent state for rollback ({e})")
+            draft.tokens, draft.dists = [], []
+            return None
+
+    def _verify(self, run: _Run, history: list[int], draft: _StepDraft) -> Verdict:
+        """Decode [last] + draft once and accept the longest prefix the target agrees with (greedy or sampled)."""
+        ctx = self.ctx
+        draft_tokens = draft.tokens
+        try:
+            ctx.decode([history[-1], *draft_tokens], logits_from=0)
         except LlamaError as e:
             raise EngineError(f"decode failed: {e}") from e
         params = run.request.sampling
@@ -447,52 +496,45 @@ class Session:
                     rows[i] = distribution(ctx.logits(i), params, history + draft_tokens[:i])
                 return rows[i]
 
-            verdict = verify_sampled(target_dist, draft_tokens, dists, run.rng)
-        a = verdict.n_accepted
+            verdict = verify_sampled(target_dist, draft_tokens, draft.dists, run.rng)
         if run.request.collect_margins:
-            run.margins.extend(top2_margin(ctx.logits(i)) for i in range(a + 1))
-        if a < len(draft_tokens) and not ctx.truncate(n_kv + 1 + a):
-            # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
-            try:
-                if checkpoint is None:
-                    raise LlamaError("the memory cannot drop a partial range and no checkpoint was taken")
-                ctx.load_state(checkpoint)
-                ctx.decode([last, *draft_tokens[:a]])
-            except LlamaError as e:
-                # Never continue from a wrong state: rebuild it from the committed tokens, then decode plainly.
-                self._disable_speculation(f"rollback of the target memory failed ({e})")
-                ctx.clear()
-                try:
-                    ctx.prefill([*history, *draft_tokens[:a]])
-                except LlamaError as e2:
-                    raise EngineError(f"decode failed: {e2}") from e2
-        verify_ms = (time.perf_counter() - t0) * 1000.0
-        if src is not None:
-            src.rollback(n_kv + 1 + a)
+            run.margins.extend(top2_margin(ctx.logits(i)) for i in range(verdict.n_accepted + 1))
+        return verdict
 
+    def _restore_after_rejection(
+        self, history: list[int], draft: _StepDraft, a: int, n_kv: int, checkpoint: Any
+    ) -> None:
+        """Drop the rejected draft positions from the target memory (KV truncate, or checkpoint + replay)."""
+        ctx = self.ctx
+        if ctx.truncate(n_kv + 1 + a):
+            return
+        # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
+        accepted = draft.tokens[:a]
+        try:
+            if checkpoint is None:
+                raise LlamaError("the memory cannot drop a partial range and no checkpoint was taken")
+            ctx.load_state(checkpoint)
+            ctx.decode([history[-1], *accepted])
+        except LlamaError as e:
+            # Never continue from a wrong state: rebuild it from the committed tokens, then decode plainly.
+            self._disable_speculation(f"rollback of the target memory failed ({e})")
+            ctx.clear()
+            try:
+                ctx.prefill([*history, *accepted])
+            except LlamaError as e2:
+                raise EngineError(f"decode failed: {e2}") from e2
+
+    def _observe(self, run: _Run, draft: _StepDraft, a: int, verify_ms: float) -> None:
+        """Count the step and feed what it cost and accepted to telemetry and to the pool / adaptive depth."""
+        n = len(draft.tokens)
         run.steps += 1
-        run.draft_n += len(draft_tokens)
+        run.draft_n += n
         run.draft_accepted += a
-        source_name = src.name if (src is not None and depth > 0) else "none"
-        self.stats.observe_step(source_name, len(draft_tokens), a, draft_ms, verify_ms)
-        n_before = len(run.generated)
-        yield from self._emit(run, [*draft_tokens[:a], verdict.next_token], n_drafted=a)
+        self.stats.observe_step(draft.source_name, n, a, draft.draft_ms, verify_ms)
         if run.pool is not None:
-            run.pool.observe(run.arm, len(draft_tokens), a, a + 1, draft_ms, verify_ms)
+            run.pool.observe(run.arm, n, a, a + 1, draft.draft_ms, verify_ms)
         elif run.adaptive is not None:
-            run.adaptive.observe(len(draft_tokens), a, draft_ms, verify_ms)
-        yield StepEvent(
-            index=run.steps,
-            source=source_name,
-            depth=depth,
-            drafted=len(draft_tokens),
-            accepted=a,
-            emitted=len(run.generated) - n_before,
-            draft_ms=round(draft_ms, 3),
-            verify_ms=round(verify_ms, 3),
-            t=time.perf_counter(),
-            n_generated=len(run.generated),
-        )
+            run.adaptive.observe(n, a, draft.draft_ms, verify_ms)
 
     def _decision_dict(self, record: DecisionRecord) -> dict[str, Any]:
         """The decision record as responses carry it; says so when speculation is off for this model (and why)."""

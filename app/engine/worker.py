@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from app.engine.runtime import Runtime
 from app.engine.session import EngineConfig, Session
@@ -21,21 +21,53 @@ T = TypeVar("T")
 _END = object()  # marks the end of a handle's event stream
 
 
-class RequestHandle:
-    """A submitted generation: iterate `events()` from any thread, `cancel()` from any thread."""
+class EventSink(Protocol):
+    """Where the engine thread delivers one request's events, in order: keep each call short (hand off, don't work).
 
-    def __init__(self, request: GenerationRequest) -> None:
+    `end` comes exactly once, last; `error` is None on success and is already a user-facing EngineError otherwise
+    (internal errors are mapped here, in the engine, so no consumer repeats that mapping).
+    """
+
+    def push(self, ev: Event) -> None: ...
+
+    def end(self, error: EngineError | None) -> None: ...
+
+
+class RequestHandle:
+    """A submitted generation: `cancel()` from any thread; without a sink, iterate `events()` from any thread."""
+
+    def __init__(self, request: GenerationRequest, sink: EventSink | None = None) -> None:
         self.request = request
         self.cancelled = threading.Event()
         self._events: queue.Queue[Any] = queue.Queue()
+        self._sink = sink
         self.summary: GenerationSummary | None = None
         self.error: EngineError | None = None
 
     def cancel(self) -> None:
         self.cancelled.set()
 
+    def deliver(self, ev: Event) -> None:
+        """Engine thread: one event, to the sink or to the queue `events()` reads."""
+        if isinstance(ev, DoneEvent):
+            self.summary = ev.summary
+        if self._sink is not None:
+            self._sink.push(ev)
+        else:
+            self._events.put(ev)
+
+    def finish(self, error: EngineError | None = None) -> None:
+        """Engine thread: the end of the stream (exactly once)."""
+        self.error = error
+        if self._sink is not None:
+            self._sink.end(error)
+        else:
+            self._events.put(_END)
+
     def events(self, timeout: float | None = None) -> Iterator[Event]:
         """Yield events as the engine produces them; raises the request's EngineError if it failed."""
+        if self._sink is not None:
+            raise RuntimeError("this request delivers its events to a sink")
         while True:
             item = self._events.get(timeout=timeout)
             if item is _END:
@@ -117,10 +149,14 @@ class Engine:
         return self._queue.qsize() + (1 if self._busy.is_set() else 0)
 
     # -- submitting -----------------------------------------------------------------------------------------------
-    def submit(self, request: GenerationRequest) -> RequestHandle:
-        """Queue a generation; raises QueueFull when `max_queue` jobs are already waiting."""
+    def submit(self, request: GenerationRequest, sink: EventSink | None = None) -> RequestHandle:
+        """Queue a generation; raises QueueFull when `max_queue` jobs are already waiting.
+
+        With a `sink`, the engine thread hands it each event as it is produced (no thread per request); without
+        one, read them with `handle.events()`.
+        """
         self._check_alive()
-        handle = RequestHandle(request)
+        handle = RequestHandle(request, sink)
         try:
             self._queue.put_nowait(_Job(handle, None, None))
         except queue.Full:
@@ -182,23 +218,28 @@ class Engine:
 
     def _serve(self, session: Runtime, handle: RequestHandle) -> None:
         if handle.cancelled.is_set():
-            handle.error = EngineError("cancelled before it started")
-            handle._events.put(_END)
+            self._finish(handle, EngineError("cancelled before it started"))
             return
+        error: EngineError | None = None
         try:
             for ev in session.generate(handle.request, handle.cancelled):
-                if isinstance(ev, DoneEvent):
-                    handle.summary = ev.summary
                 if self.on_event is not None:
                     self.on_event(ev)
-                handle._events.put(ev)
+                handle.deliver(ev)
         except EngineError as e:
-            handle.error = e
-        except Exception as e:  # a bug must not kill the engine thread
+            error = e
+        except Exception as e:  # a bug (here or in a sink) must not kill the engine thread
             log.exception("generation failed")
-            handle.error = EngineError(f"internal error: {type(e).__name__}: {e}")
+            error = EngineError(f"internal error: {type(e).__name__}: {e}")
         finally:
-            handle._events.put(_END)
+            self._finish(handle, error)
+
+    @staticmethod
+    def _finish(handle: RequestHandle, error: EngineError | None) -> None:
+        try:
+            handle.finish(error)
+        except Exception:  # a broken sink must not kill the engine thread either
+            log.exception("an event sink failed at the end of a request")
 
     def _fail_pending(self, err: BaseException) -> None:
         while True:
@@ -209,7 +250,6 @@ class Engine:
             if job is None:
                 continue
             if job.handle is not None:
-                job.handle.error = EngineError(f"engine failed to load: {err}")
-                job.handle._events.put(_END)
+                self._finish(job.handle, EngineError(f"engine failed to load: {err}"))
             elif job.future is not None:
                 job.future.set_exception(err)

@@ -26,12 +26,13 @@ from PySide6.QtWidgets import (
 
 from app import APP_NAME, __version__
 from app.gui.bridge import BackgroundCall
+from app.gui.calibration_panel import CalibrationPanel
 from app.gui.chat import ChatPanel
 from app.gui.endpoint import EndpointPanel
 from app.gui.instance import SingleInstance
 from app.gui.live import StepRing
 from app.gui.model import ModelChoice, ModelController, ModelDialog, WelcomeCard, backend_label, demo_path
-from app.gui.panels import CalibrationPanel, ModelsPanel, existing
+from app.gui.models_panel import ModelsPanel
 from app.gui.plots import LivePlots
 from app.gui.store import open_store
 from app.paths import get_paths
@@ -55,6 +56,10 @@ def _str(value: object) -> str:
 def _bool(value: object) -> bool:
     # INI files give strings back: "true"/"false".
     return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def existing(path: str | None) -> bool:
+    return bool(path) and Path(str(path)).is_file()
 
 
 def gui_settings() -> QSettings:

@@ -10,7 +10,8 @@ from typing import Any, TextIO
 
 from app.models.catalog import Catalog, CatalogError, load_catalog, parse_pull_spec
 from app.models.compat import check_loadable, check_pair
-from app.models.download import DownloadCancelled, DownloadError, HubOffline, Progress
+from app.models.download_errors import DownloadCancelled, DownloadError, HubOffline
+from app.models.download_progress import Progress
 from app.models.gguf_reader import GGUFError
 from app.models.inspection import describe, format_bytes, format_params, inspect_gguf
 from app.models.local import integrity_label, list_local_models, pull

@@ -6,14 +6,13 @@ import os
 import shutil
 from pathlib import Path
 
-from app.models.download import sha256_file, write_marker
+from app.models.integrity import sha256_file, write_marker
 from app.paths import get_paths
 
 
 def test_local_list_marks_unverified_and_truncated(qtbot, smollm2_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from PySide6.QtCore import Qt
-
     from app.gui.panels import ModelsPanel
+    from PySide6.QtCore import Qt
 
     folder = get_paths().models / "me" / "smol"
     folder.mkdir(parents=True)

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from app.models.cli import add_pull_arguments, run_pull
-from app.models.download import DownloadError, download_model, list_repo_files
+from app.models.download import download_model
+from app.models.download_errors import DownloadError
+from app.models.hub_files import list_repo_files
 from app.models.names import contained, unsafe_reason
 from app.paths import get_paths
 from tests.models.models_testlib import FakeHub
