@@ -11,7 +11,7 @@ from app.paths import get_paths
 
 
 def test_local_list_marks_unverified_and_truncated(qtbot, smollm2_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.panels import ModelsPanel
+    from app.gui.models_panel import ModelsPanel
     from PySide6.QtCore import Qt
 
     folder = get_paths().models / "me" / "smol"
