@@ -11,8 +11,9 @@ from app.paths import get_paths
 
 
 def test_local_list_marks_unverified_and_truncated(qtbot, smollm2_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.models_panel import ModelsPanel
     from PySide6.QtCore import Qt
+
+    from app.gui.models_panel import ModelsPanel
 
     folder = get_paths().models / "me" / "smol"
     folder.mkdir(parents=True)
