@@ -126,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-queue", type=int, default=8, metavar="N", help="waiting requests before 429")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this CORS origin")
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this Host name (besides localhost; *.example allows subdomains)",
+    )
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
     dd = p.add_mutually_exclusive_group()
     dd.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off (requests' fields or defaults run)")

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from app.engine.runtime import Capabilities
@@ -186,7 +186,8 @@ class ExternalSession:
             )
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
-        check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
+        max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
+        request = replace(request, max_tokens=max_tokens, until_context_end=False)
         settings, record = choose_settings(self.policy, self.caps, n_prompt, spec, self.capabilities.sources)
         sent, ignored, ran = speculative_fields(settings, self.start_settings, self.features)
         body = self._completion_body(request, prompt) | sent
@@ -245,6 +246,8 @@ class ExternalSession:
         sampling = {k: v for k, v in asdict(request.sampling).items() if k in self.features.honoured}
         if sampling.get("seed") is None:
             sampling.pop("seed", None)  # the server draws its own
+        if request.sampling.greedy and "temperature" in sampling:
+            sampling["temperature"] = 0.0  # a tiny temperature means greedy here too, whatever the server makes of it
         return {
             "prompt": prompt,
             "n_predict": request.max_tokens,

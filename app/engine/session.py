@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,14 +148,23 @@ def choose_settings(
     return policy.decide(n_prompt, override, caps)
 
 
-def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int) -> None:
-    """Refuse an empty prompt, or one whose generation could not fit the context window."""
+def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int, until_context_end: bool = False) -> int:
+    """The max_tokens to run with; refuses an empty prompt, or one whose generation could not fit the context window.
+
+    With `until_context_end`, max_tokens shrinks to the room the prompt leaves (refused only when it leaves none).
+    """
     if n_prompt == 0:
         raise InvalidRequest("the prompt is empty after tokenization")
+    if until_context_end:
+        room = n_ctx - n_prompt
+        if room < 1:
+            raise ContextLengthExceeded(f"the prompt ({n_prompt} tokens) fills the context window of {n_ctx} tokens")
+        return min(max_tokens, room)
     if n_prompt + max_tokens > n_ctx:
         raise ContextLengthExceeded(
             f"prompt ({n_prompt} tokens) + max_tokens ({max_tokens}) exceeds the context window of {n_ctx} tokens"
         )
+    return max_tokens
 
 
 def adds_bos(text: str, add_bos: bool, bos_text: str) -> bool:
@@ -327,7 +336,7 @@ class Session:
         from app.engine.identity import calibration_store, session_fingerprint
 
         store = calibration_store(self.config.model, self.config.draft)
-        if store.active_id() is None:
+        if not store.active_path.exists():  # a corrupt pointer goes on, to be reported
             self.policy = policy_without_table(self.config, "no calibration table yet")
             self.dd_status = "no calibration table yet: run a calibration"
             return self.dd_status
@@ -382,7 +391,8 @@ class Session:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
-        check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
+        max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
+        request = replace(request, max_tokens=max_tokens, until_context_end=False)
         settings, record = self._choose_settings(n_prompt, request.speculative)
         seed = request.sampling.seed
         run = _Run(
@@ -405,19 +415,25 @@ class Session:
         t_prompt = time.perf_counter()
         cache_n = self.cache.prepare(prompt, request.cache_prompt)
         try:
-            self.ctx.prefill(prompt[cache_n:])
+            # Cancellation is checked between n_batch chunks: a long prompt must not hold the engine thread.
+            prefilled = self.ctx.prefill(prompt[cache_n:], stop=cancel.is_set if cancel is not None else None)
         except LlamaError as e:
             self.ctx.clear()
             raise EngineError(f"prompt processing failed: {e}") from e
-        token = self._sample(self.ctx.logits(-1), run, prompt)
-        if request.collect_margins:
-            run.margins.append(top2_margin(self.ctx.logits(-1)))
+        if prefilled:
+            token = self._sample(self.ctx.logits(-1), run, prompt)
+            if request.collect_margins:
+                run.margins.append(top2_margin(self.ctx.logits(-1)))
         prompt_ms = (time.perf_counter() - t_prompt) * 1000.0
+        n_prefilled = len(self.ctx.tokens) - cache_n  # less than the prompt's rest when cancelled
 
         t_gen = time.perf_counter()
-        yield from self._emit(run, [token], n_drafted=0)
-        uses_draft = run.pool is not None or settings.source == "draft"
-        self.cache.checkpoint(prompt, request.cache_prompt, uses_draft)
+        if prefilled:
+            yield from self._emit(run, [token], n_drafted=0)
+            uses_draft = run.pool is not None or settings.source == "draft"
+            self.cache.checkpoint(prompt, request.cache_prompt, uses_draft)
+        else:
+            run.finish = "cancelled"
         while run.finish is None:
             if cancel is not None and cancel.is_set():
                 run.finish = "cancelled"
@@ -430,9 +446,9 @@ class Session:
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
         n_gen = len(run.generated)
         timings = Timings(
-            prompt_n=n_prompt - cache_n,
+            prompt_n=n_prefilled,
             prompt_ms=round(prompt_ms, 3),
-            prompt_per_second=round((n_prompt - cache_n) / prompt_ms * 1000.0, 3) if prompt_ms > 0 else 0.0,
+            prompt_per_second=round(n_prefilled / prompt_ms * 1000.0, 3) if prompt_ms > 0 else 0.0,
             predicted_n=n_gen,
             predicted_ms=round(gen_ms, 3),
             predicted_per_second=round(n_gen / gen_ms * 1000.0, 3) if gen_ms > 0 else 0.0,

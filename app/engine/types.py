@@ -49,6 +49,9 @@ class GenerationRequest:
     # chunking, so the same request gives the same logits whatever ran before it; llama.cpp's logits move slightly
     # with how a prompt was split into batches, which can flip a greedy near-tie.
     cache_prompt: bool = True
+    # No client limit: generate up to the end of the context window, `max_tokens` then only an upper bound. The
+    # engine thread measures the prompt, so admission (429) never waits for the running generation.
+    until_context_end: bool = False
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):

@@ -14,7 +14,7 @@ from app.models.download_errors import DownloadCancelled, DownloadError, HubOffl
 from app.models.download_progress import Progress
 from app.models.gguf_reader import GGUFError
 from app.models.inspection import describe, format_bytes, format_params, inspect_gguf
-from app.models.local import list_local_models, mtp_status, pull
+from app.models.local import integrity_label, list_local_models, mtp_status, pull
 from app.models.preflight import advice
 from app.models.runtime import runtime_info
 
@@ -133,6 +133,8 @@ def run_pull(args: argparse.Namespace) -> int:
     else:
         for f in result.files:
             print(f"{f.path}  {format_bytes(f.size)}  {f.verify_note}")
+            if not f.verified:
+                print(f"warning: {f.path.name} is NOT VERIFIED: no known sha256 to check it against", file=sys.stderr)
         if report and compat:
             print(f"format {report.format}, {format_params(report.parameter_count)} parameters: {compat.message}")
         print(f"model path: {result.path}")
@@ -263,6 +265,7 @@ def run_models(args: argparse.Namespace) -> int:
             f"{format_bytes(rep.file_size):>10}  ctx {rep.context_length or '?'}  {m.compat.message}"
             + (f"  MTP layers: {rep.mtp_layers}" if rep.mtp_layers else "")
         )
+        print(f"    integrity: {integrity_label(m)}")
     return 0
 
 

@@ -269,10 +269,17 @@ class Context:
             raise LlamaError(f"no logits for batch row {row}")
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
 
-    def prefill(self, tokens: Sequence[int]) -> None:
-        """Decode `tokens` in n_batch chunks; logits only for the very last one."""
+    def prefill(self, tokens: Sequence[int], stop: Callable[[], bool] | None = None) -> bool:
+        """Decode `tokens` in n_batch chunks; logits only for the very last one.
+
+        `stop` is asked before each chunk: when it says so, return False with the KV cache (and `self.tokens`)
+        holding the whole chunks decoded so far, a prefix a later prompt can reuse.
+        """
         for start in range(0, len(tokens), self.n_batch):
+            if stop is not None and stop():
+                return False
             self.decode(tokens[start : start + self.n_batch])
+        return True
 
     # -- KV memory --------------------------------------------------------------------------------------------------
     def truncate(self, n_keep: int) -> bool:
