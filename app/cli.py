@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, metavar="N")
     p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
     p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, default="auto", help=FLASH_ATTN_HELP)
+    _add_server_binary(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("app.calibration.cli", "run_calibrate"))
 

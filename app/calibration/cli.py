@@ -7,7 +7,8 @@ import json
 import sys
 import threading
 
-from app.calibration.runner import CalibrationCancelled, Progress, default_plan, run_calibration
+from app.calibration.external import calibrate_session
+from app.calibration.runner import CalibrationCancelled, Progress
 from app.engine.session import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine
@@ -24,9 +25,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     try:
         with Engine(config) as engine:
-            result = engine.call(
-                lambda s: run_calibration(s, default_plan(s, mode, args.budget_min), progress=show, cancel=cancel)
-            )
+            result = engine.call(lambda s: calibrate_session(s, mode, args.budget_min, progress=show, cancel=cancel))
     except KeyboardInterrupt:
         cancel.set()
         print("\ncalibration cancelled; no table was written", file=sys.stderr)

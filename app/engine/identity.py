@@ -82,9 +82,10 @@ def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
     )
 
 
-def calibration_store(model: str, draft: str | None):  # type: ignore[no-untyped-def]
+def calibration_store(model: str, draft: str | None, runtime: str | None = None):  # type: ignore[no-untyped-def]
     """The table store for one target/draft pair: a folder per pair, so calibrating another pair does not replace
-    this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes."""
+    this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes.
+    runtime: another runtime's tag (an external llama-server's), which gets folders of its own."""
     import re
 
     from app.policy.store import TableStore
@@ -94,5 +95,5 @@ def calibration_store(model: str, draft: str | None):  # type: ignore[no-untyped
         size = p.stat().st_size if p.exists() else 0
         return re.sub(r"[^A-Za-z0-9._-]+", "_", p.stem)[:60] + f"-{size}"
 
-    name = slug(model) + ("__" + slug(draft) if draft else "")
+    name = slug(model) + ("__" + slug(draft) if draft else "") + (f"@{runtime}" if runtime else "")
     return TableStore(get_paths().calibration / name)
