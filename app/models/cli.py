@@ -129,7 +129,7 @@ def _catalog_rows(catalog: Catalog) -> list[dict[str, Any]]:
                 "files": list(b.files), "size": b.size, "sha256": b.sha256, "verified": b.verified,
                 "context_length": fam.context_length, "licence": fam.licence,
                 "draft": None if draft is None else {"kind": draft.kind, "build": draft.build, "repo": draft.repo},
-                "note": b.note,
+                "note": b.note, "runtime_hint": b.runtime_hint,
             })
     return rows
 
@@ -190,6 +190,8 @@ def run_models(args: argparse.Namespace) -> int:
                 flag = "verified" if row["verified"] else "unverified"
                 where = row["repo"] or "packaged (PyPI)"
                 print(f"{row['id']:<34} {row['format']:<14} {row['runtime']:<8} {flag:<10} {where}")
+                if row["runtime"] != "bundled":
+                    print(f"{'':<34} {row['runtime_hint']}")
         return 0
     if getattr(args, "search", None):
         from app.models.hub import search_hub
