@@ -198,10 +198,10 @@ def run_external_calibration(
                     verdicts = [_safe(reference[c], o) for o in outs]
                     safe[(c, setting)] = all(ok for ok, _ in verdicts)
                     unsafe += [f"{got}: {setting.label()}: {why}" for ok, why in verdicts if not ok][:1]
-    finally:
-        # Back to what the table (or, without one, the configuration) says the server should run.
-        if session.start_settings != session.base_settings:
-            session.restart(session.base_settings)
+    except BaseException:
+        # Back to what the configuration says the server runs (a cancel keeps the old table, and its setting).
+        session.reload_policy()
+        raise
 
     lengths = {c: prompts[c][1] for c in plan.contexts}
     ranges = dict(zip(plan.contexts, ranges_from_points(list(lengths.values())), strict=True))
@@ -217,10 +217,8 @@ def run_external_calibration(
         f"{plan.repeats} repeats, greedy",
     )
     rows = comparison_rows(table, fixed=FIXED_BASELINE if session.config.draft is not None else None)
-    saved = None
-    if not dry_run:
-        saved = external_store(session).save(table, activate=True)
-        session.reload_policy()  # may restart the server with the new table's setting
+    saved = external_store(session).save(table, activate=True) if not dry_run else None
+    session.reload_policy()  # back to what the (new) table says the server runs: may restart it
     return Result(
         table=table,
         markdown=to_markdown(rows),

@@ -269,7 +269,7 @@ class ExternalSession:
                     f"this llama-server offers no --spec-type {LOOKUP_SPEC_TYPE}: speculative.source 'lookup' "
                     "needs the bundled runtime or a build that has it"
                 )
-            self.restart(self.caps.clamp(spec.with_(n_min=0)))
+            self.restart(self.caps.clamp(spec.with_(n_min=0, p_min=0.0)))  # n-gram drafts have no n_min/p_min
         elif spec.source == "draft" and self.base_settings.source == "draft":
             self.restart(self.base_settings)  # a server started plain (a plain default) has no draft to switch to
 

@@ -177,3 +177,20 @@ def test_the_catalogs_rocmfpx_builds_say_how_they_run() -> None:
     assert all(r["runtime_hint"] == "runs on the bundled runtime" for r in rows if r["runtime"] == "bundled")
     text = _dd("models", "--catalog").stdout
     assert "build-fork-server.sh" in text
+
+
+def test_the_external_grid_and_what_responses_say() -> None:
+    from app.calibration.external import external_candidates
+    from app.engine.external_policy import per_request_state
+    from app.models.external import SPECULATIVE_FIELDS
+
+    quick = external_candidates(True, True, "quick")
+    assert quick[0] == PLAIN and SpecSettings("lookup", 8, 0, 0.0) in quick and SpecSettings("draft", 8) in quick
+    assert not any(s.adaptive or s.source == "pool" for s in quick) and len(set(quick)) == len(quick)
+    assert all(s.source != "lookup" for s in external_candidates(True, False, "quick"))
+    assert external_candidates(False, False, "quick") == (PLAIN,)
+    n4 = SpecSettings("draft", 4, 0, 0.5)
+    assert per_request_state(SPECULATIVE_FIELDS, None, n4).applied
+    fixed = per_request_state((), n4, n4)
+    assert not fixed.applied and "n4,p0.5" in fixed.why and "best static" in fixed.why
+    assert "set at its start" in per_request_state(("speculative.n_max",), None, n4).why
