@@ -7,10 +7,9 @@ import re
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.engine.identity import active_device, cached_sha256, calibration_store
+from app.engine.identity import cached_sha256, calibration_store, config_fingerprint
 from app.models.external import SPECULATIVE_FIELDS, CliDialect, ExternalServerError, resolve_binary
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
 from app.policy.fingerprint import Fingerprint
@@ -77,21 +76,9 @@ def runtime_label(session: ExternalSession) -> str:
 
 
 def external_fingerprint(session: ExternalSession) -> Fingerprint:
-    """The calibration fingerprint of a model (and draft) on one llama-server binary."""
-    cfg = session.config
-    backend, device = active_device(cfg.n_gpu_layers)
-    return Fingerprint(
-        target_sha256=cached_sha256(cfg.model),
-        draft_name=Path(cfg.draft).name if cfg.draft else None,
-        draft_sha256=cached_sha256(cfg.draft) if cfg.draft else None,
-        backend=backend,
-        device=device,
-        llama_build=runtime_label(session),
-        n_ctx=session.n_ctx,
-        n_gpu_layers=cfg.n_gpu_layers,
-        n_threads=cfg.n_threads or (os.cpu_count() or 1),  # what the server is started with (-t)
-        flash_attn=cfg.flash_attn,
-    )
+    """The calibration fingerprint of a model (and draft) on one llama-server binary; -t is what it starts with."""
+    threads = session.config.n_threads or (os.cpu_count() or 1)
+    return config_fingerprint(session.config, session.n_ctx, threads, runtime_label(session))
 
 
 def external_store(session: ExternalSession) -> TableStore:

@@ -66,7 +66,11 @@ def llama_build() -> str:
 
 def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
     """The calibration fingerprint of a loaded Session (target/draft hashes, device, context settings)."""
-    cfg = session.config
+    return config_fingerprint(session.config, session.ctx.n_ctx, session.ctx.n_threads, llama_build())
+
+
+def config_fingerprint(cfg, n_ctx: int, n_threads: int, build: str) -> Fingerprint:  # type: ignore[no-untyped-def]
+    """The fingerprint of an EngineConfig running with this context size and thread count on runtime `build`."""
     backend, device = active_device(cfg.n_gpu_layers)
     return Fingerprint(
         target_sha256=cached_sha256(cfg.model),
@@ -74,10 +78,10 @@ def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
         draft_sha256=cached_sha256(cfg.draft) if cfg.draft else None,
         backend=backend,
         device=device,
-        llama_build=llama_build(),
-        n_ctx=session.ctx.n_ctx,
+        llama_build=build,
+        n_ctx=n_ctx,
         n_gpu_layers=cfg.n_gpu_layers,
-        n_threads=session.ctx.n_threads,
+        n_threads=n_threads,
         flash_attn=cfg.flash_attn,
     )
 

@@ -34,7 +34,9 @@ RUN = ["--ctx-size", "1024", "--threads", "1"]
 
 
 def _dd(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +106,7 @@ def test_cli_journey_generate_calibrate_serve_on_the_fork(
         from openai import OpenAI
 
         client = OpenAI(base_url=match.group(1), api_key="none")
-        reply = client.chat.completions.create(
-            model="x", messages=list(MESSAGES), max_tokens=12, temperature=0  # type: ignore[arg-type]
-        )
+        reply = client.chat.completions.create(model="x", messages=list(MESSAGES), max_tokens=12, temperature=0)
         dd = (reply.model_extra or {})["dynamic_draft"]
         assert reply.choices[0].message.content
         assert dd["table_id"] == table["table_id"]
