@@ -195,6 +195,9 @@ def run_external_calibration(
                     if setting.is_plain:
                         reference[c], safe[(c, setting)] = outs[0], True
                         continue
+                    if c not in reference:  # plain decoding failed here: nothing to check against
+                        safe[(c, setting)] = False
+                        continue
                     verdicts = [_safe(reference[c], o) for o in outs]
                     safe[(c, setting)] = all(ok for ok, _ in verdicts)
                     unsafe += [f"{got}: {setting.label()}: {why}" for ok, why in verdicts if not ok][:1]
