@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,12 +29,13 @@ from app.calibration.runner import (
     plan_for,
 )
 from app.engine.external import ExternalSession
-from app.engine.external_policy import LOOKUP_SPEC_TYPE, external_fingerprint, external_store, spec_types
+from app.engine.external_policy import external_fingerprint, external_store
 from app.engine.types import EngineError, GenerationSummary
-from app.models.external import SPECULATIVE_FIELDS
 from app.policy.report import comparison_rows, to_csv, to_markdown
 from app.policy.table import Measurement, build_rows, new_table, ranges_from_points
+from app.runtime.llama_server import SPECULATIVE_FIELDS
 from app.speculative.exactness import compare
+from app.speculative.registry import POOL
 from app.speculative.settings import SpecSettings
 
 PROBE_TOKENS = 24
@@ -55,22 +56,19 @@ class ServerVocab:
         return str(self.session.server.request("POST", "/detokenize", {"tokens": list(tokens)})[1]["content"])
 
 
-def external_candidates(has_draft: bool, has_lookup: bool, mode: str) -> tuple[SpecSettings, ...]:
-    """The bundled grid as a llama-server can run it: no pool, no adaptive length (its depth is fixed per setting),
-    lookup only where the build has n-gram drafting."""
+def external_candidates(sources: Collection[str], mode: str) -> tuple[SpecSettings, ...]:
+    """The bundled grid for these sources as a llama-server can run it: no pool, and no adaptive length (its depth
+    is fixed per setting); lookup only where the build has n-gram drafting (the runtime's sources say)."""
     out: list[SpecSettings] = []
-    for c in candidates(has_draft, mode):
-        if c.source == "pool" or (c.source == "lookup" and not has_lookup):
-            continue
+    for c in candidates(sources, mode):
         c = c.with_(adaptive=False)
-        if c not in out:
+        if c.source != POOL and c not in out:
             out.append(c)
     return tuple(out)
 
 
 def external_plan(session: ExternalSession, mode: str = "quick", budget_min: float | None = None) -> Plan:
-    has_lookup = LOOKUP_SPEC_TYPE in spec_types(session.server.spec.binary)
-    grid = external_candidates(session.config.draft is not None, has_lookup, mode)
+    grid = external_candidates(session.capabilities.sources, mode)
     return plan_for(session.n_ctx, grid, mode, budget_min)
 
 

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from app.engine.external_policy import LOOKUP_SPEC_TYPE, load_policy, lookup_args, per_request_state, spec_types
+from app.engine.runtime import Capabilities
 from app.engine.session import EngineConfig, adds_bos, check_prompt_fits, choose_settings, policy_without_table
 from app.engine.types import (
     ContextLengthExceeded,
@@ -24,9 +25,11 @@ from app.engine.types import (
     TextEvent,
     Timings,
 )
-from app.models.external import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
+from app.runtime.llama_server import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
+from app.speculative.registry import NONE, POOL
 from app.speculative.settings import PLAIN, SpecSettings
+from app.speculative.sources import DraftModelSource, PromptLookupSource
 
 # llama-server's stop_type → the engine's finish reasons ("word": a stop string matched).
 _FINISH: dict[str, FinishReason] = {"eos": "stop", "word": "stop", "limit": "length"}
@@ -129,6 +132,11 @@ class ExternalSession:
             raise EngineError(str(e)) from e
         assert self.server.features is not None
         self.features: ServerFeatures = self.server.features
+        # The draft model when one is configured; prompt lookup where the build has n-gram drafting.
+        lookup = LOOKUP_SPEC_TYPE in spec_types(self.server.spec.binary)
+        self._sources = ((DraftModelSource.name,) if config.draft is not None else ()) + (
+            (PromptLookupSource.name,) if lookup else ()
+        )
         self.policy = policy_without_table(config, NO_TABLE_MESSAGE)
         self.dd_status = NO_TABLE_MESSAGE
         try:
@@ -139,7 +147,16 @@ class ExternalSession:
             self.server.stop()
             raise
 
-    # -- the Session interface ------------------------------------------------------------------------------------
+    # -- the Runtime interface ------------------------------------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        # calibrate: the in-process sweep; app.calibration.external measures this runtime through the server.
+        return Capabilities(calibrate=False, sources=self._sources, pool=False, adaptive=False)
+
+    def status(self) -> str:
+        """Its build and which per-request fields it honours."""
+        return self.features.describe()
+
     @property
     def caps(self) -> DraftCaps:
         return self._caps
@@ -187,17 +204,23 @@ class ExternalSession:
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request on the server; yields TextEvents and ends with a DoneEvent. Raises EngineError subclasses."""
         spec = request.speculative
-        if request.pool or (spec is not None and (spec.source == "pool" or spec.adaptive)):
+        can = self.capabilities
+        if spec is not None and (
+            spec.source not in (NONE, POOL, *can.sources)
+            or (spec.source == POOL and not can.pool)
+            or (spec.adaptive and not can.adaptive)
+        ):
+            what = "adaptive length" if spec.adaptive else f"speculative.source {spec.source!r}"
             raise InvalidRequest(
-                "an external llama-server drafts with its draft model (-md) or its n-gram lookup: "
-                "speculative.source 'pool' and adaptive length need the bundled runtime"
+                "an external llama-server drafts with its draft model (-md) or, where the build has it, its "
+                f"{LOOKUP_SPEC_TYPE} lookup: {what} needs the bundled runtime"
             )
         if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
             self._switch_source(spec)
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
         check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
-        settings, record = choose_settings(self.policy, self.caps, n_prompt, spec, self.config.draft is not None)
+        settings, record = choose_settings(self.policy, self.caps, n_prompt, spec, self.capabilities.sources)
         sent, ignored, ran = speculative_fields(settings, self.start_settings, self.features)
         body = self._completion_body(request, prompt) | sent
         if request.collect_margins:
@@ -263,12 +286,7 @@ class ExternalSession:
     def _switch_source(self, spec: SpecSettings) -> None:
         """A request for another draft source than the running server's: restart it with that source (the draft
         type is a start-time flag in every build). Lookup runs as the request asks; a draft model as configured."""
-        if spec.source == "lookup":
-            if LOOKUP_SPEC_TYPE not in spec_types(self.server.spec.binary):
-                raise InvalidRequest(
-                    f"this llama-server offers no --spec-type {LOOKUP_SPEC_TYPE}: speculative.source 'lookup' "
-                    "needs the bundled runtime or a build that has it"
-                )
+        if spec.source == PromptLookupSource.name:  # offered: generate() refused it otherwise
             self.restart(self.caps.clamp(spec.with_(n_min=0, p_min=0.0)))  # n-gram drafts have no n_min/p_min
         elif spec.source == "draft" and self.base_settings.source == "draft":
             self.restart(self.base_settings)  # a server started plain (a plain default) has no draft to switch to
@@ -321,8 +339,3 @@ class ExternalSession:
                 f"llama-server is not running (exit code {code}); its log ends with:\n{self.server.logs(15)}"
             )
         return EngineError(f"llama-server connection failed: {type(e).__name__}: {e}")
-
-
-def describe_runtime(session: object) -> str | None:
-    """For an external server: its build and which per-request fields it honours; None for the bundled runtime."""
-    return session.features.describe() if isinstance(session, ExternalSession) else None

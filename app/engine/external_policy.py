@@ -10,9 +10,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from app.engine.identity import cached_sha256, calibration_store, config_fingerprint
-from app.models.external import SPECULATIVE_FIELDS, CliDialect, ExternalServerError, resolve_binary
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
 from app.policy.fingerprint import Fingerprint
+from app.runtime.llama_server import SPECULATIVE_FIELDS, CliDialect, ExternalServerError, resolve_binary
 from app.speculative.settings import SpecSettings
 
 if TYPE_CHECKING:

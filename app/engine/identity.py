@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from app.models.packaged import sha256_file
+from app.models.download import sha256_file
 from app.paths import get_paths
 from app.policy.fingerprint import Fingerprint
+
+if TYPE_CHECKING:
+    from app.engine.session import EngineConfig, Session
+    from app.policy.store import TableStore
+from app.runtime.device import best_accelerator, cpu_name
 
 
 def cached_sha256(path: str | Path) -> str:
@@ -33,22 +38,10 @@ def cached_sha256(path: str | Path) -> str:
     return digest
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def active_device(n_gpu_layers: int) -> tuple[str, str]:
     """(backend, device name) that runs the model: the accelerator layers go to when offloading, else the CPU."""
     if n_gpu_layers != 0:
         try:
-            from app.engine.device import best_accelerator
-
             # Software Vulkan (lavapipe) counts too: it is what runs when GGML_VK_VISIBLE_DEVICES selects it.
             acc = best_accelerator(allow_software=True)
             if acc is not None:
@@ -64,12 +57,12 @@ def llama_build() -> str:
     return f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')}"
 
 
-def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
+def session_fingerprint(session: Session) -> Fingerprint:
     """The calibration fingerprint of a loaded Session (target/draft hashes, device, context settings)."""
     return config_fingerprint(session.config, session.ctx.n_ctx, session.ctx.n_threads, llama_build())
 
 
-def config_fingerprint(cfg, n_ctx: int, n_threads: int, build: str) -> Fingerprint:  # type: ignore[no-untyped-def]
+def config_fingerprint(cfg: EngineConfig, n_ctx: int, n_threads: int, build: str) -> Fingerprint:
     """The fingerprint of an EngineConfig running with this context size and thread count on runtime `build`."""
     backend, device = active_device(cfg.n_gpu_layers)
     return Fingerprint(
@@ -86,7 +79,7 @@ def config_fingerprint(cfg, n_ctx: int, n_threads: int, build: str) -> Fingerpri
     )
 
 
-def calibration_store(model: str, draft: str | None, runtime: str | None = None):  # type: ignore[no-untyped-def]
+def calibration_store(model: str, draft: str | None, runtime: str | None = None) -> TableStore:
     """The table store for one target/draft pair: a folder per pair, so calibrating another pair does not replace
     this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes.
     runtime: another runtime's tag (an external llama-server's), which gets folders of its own."""

@@ -5,16 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from app.engine.chat import TemplateError, TextStream, render_chat
-from app.engine.device import resolve_flash_attn
-from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
-from app.engine.sampling import distribution, draw, greedy_token
+from app.engine.runtime import Capabilities
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,
@@ -28,9 +26,13 @@ from app.engine.types import (
     Timings,
 )
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
+from app.runtime.device import resolve_flash_attn
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.runtime.sampling import distribution, draw, greedy_token
+from app.speculative import registry
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
 from app.speculative.settings import PLAIN, SpecSettings
-from app.speculative.sources import Draft, DraftModelSource, DraftSource, PromptLookupSource, load_draft_model
+from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
 from app.speculative.verify import verify_greedy, verify_sampled
 
@@ -95,11 +97,12 @@ def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPoli
 
 
 def choose_settings(
-    policy: DynamicDraftPolicy, caps: DraftCaps, n_prompt: int, override: SpecSettings | None, draft_loaded: bool
+    policy: DynamicDraftPolicy, caps: DraftCaps, n_prompt: int, override: SpecSettings | None, loaded: Collection[str]
 ) -> tuple[SpecSettings, DecisionRecord]:
-    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way)."""
-    if override is not None and override.source in ("draft", "pool") and not draft_loaded:
-        raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
+    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way); `loaded`: the
+    draft sources the runtime has, which an override must be able to run on."""
+    if override is not None and (why := registry.unavailable(override.source, loaded)):
+        raise InvalidRequest(f"speculative.source {override.source!r} {why}")
     return policy.decide(n_prompt, override, caps)
 
 
@@ -164,20 +167,26 @@ class Session:
             self.model.close()
             raise
         self.draft_model: Model | None = None
-        self.sources: dict[str, DraftSource] = {"lookup": PromptLookupSource()}
+        dctx = None
         if config.draft:
             dl = config.n_gpu_layers if config.draft_n_gpu_layers is None else config.draft_n_gpu_layers
             self.draft_model, dctx = load_draft_model(
                 self.model, config.draft, ctx_params, ModelParams(dl, config.use_extra_bufts)
             )
-            self.sources["draft"] = DraftModelSource(dctx)
+        # Every registered source that can run here, in registry order (see app/speculative/registry.py).
+        env = SourceEnv(self.model, self.ctx, dctx)
+        self.sources: dict[str, DraftSource] = {}
+        for cls in registry.sources():
+            source = cls.create(env)
+            if source is not None:
+                self.sources[cls.name] = source
         self.policy = policy_without_table(config, "")
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
         self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
-        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), "draft" in self.sources)
+        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None)
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
@@ -185,6 +194,15 @@ class Session:
         self.reload_policy()
 
     # -- public helpers -------------------------------------------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(calibrate=True, sources=tuple(self.sources), pool=True, adaptive=True)
+
+    def status(self) -> str:
+        from app.engine.identity import llama_build
+
+        return f"bundled {llama_build()}"
+
     @property
     def caps(self) -> DraftCaps:
         """The draft allocation: the configured depth cap, never more than one verify batch can hold."""
@@ -244,8 +262,7 @@ class Session:
 
     def close(self) -> None:
         for src in self.sources.values():
-            if isinstance(src, DraftModelSource):
-                src.ctx.close()
+            src.close()
         self.ctx.close()
         if self.draft_model:
             self.draft_model.close()
@@ -253,7 +270,7 @@ class Session:
 
     # -- settings -------------------------------------------------------------------------------------------------
     def _choose_settings(self, n_prompt: int, override: SpecSettings | None) -> tuple[SpecSettings, DecisionRecord]:
-        return choose_settings(self.policy, self.caps, n_prompt, override, "draft" in self.sources)
+        return choose_settings(self.policy, self.caps, n_prompt, override, self.sources)
 
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
@@ -270,10 +287,10 @@ class Session:
             rng=np.random.default_rng(seed),
             stream=TextStream(request.stop),
         )
-        if request.pool or settings.source == "pool":
-            drafting: list[str] = [name for name in ("draft", "lookup") if name in self.sources]
+        if settings.source == registry.POOL:
+            arms = registry.pool_arms(self.sources)
             run.pool = SourcePool(
-                drafting, settings.n_min, settings.n_max, verify_ms=self._verify_ms, step_cost=self.pool_step_cost
+                arms, settings.n_min, settings.n_max, verify_ms=self._verify_ms, step_cost=self.pool_step_cost
             )
         elif settings.adaptive and not settings.is_plain:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
@@ -341,24 +358,30 @@ class Session:
         return draw(distribution(logits, params, history), run.rng)
 
     def _source_for_step(self, run: _Run, history: list[int]) -> tuple[DraftSource | None, int, Draft | None]:
-        """The source and depth for this step; with the pool, also a prompt-lookup draft it already made."""
+        """The source and depth for this step; with the pool, also a cheap peek's draft it already made."""
         if self.speculation_disabled_reason:
             run.arm = "none"
             return None, 0, None
         if run.pool is not None:
-            # A lookup proposal costs microseconds, so make it first: lookup competes only when it has a match.
-            peek = None
-            available = {"draft"} if "draft" in self.sources else set()
-            if "lookup" in self.sources:
-                s = run.settings
-                peek = self.sources["lookup"].propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)
-                if peek.tokens:
-                    available.add("lookup")
+            # A cheap peek (prompt lookup) costs microseconds, so make it first: it competes only when it has a draft.
+            peeks: dict[str, Draft] = {}
+            available: set[str] = set()
+            for name in run.pool.arms:
+                src = self.sources.get(name)
+                if src is None:
+                    continue
+                if type(src).cheap_peek:
+                    s = run.settings
+                    peek = src.propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)
+                    if not peek.tokens:
+                        continue
+                    peeks[name] = peek
+                available.add(name)
             name, k = run.pool.choose(available)
             run.arm = name
-            if name == "none":
+            if name == registry.NONE:
                 return None, 0, None
-            return self.sources.get(name), k, (peek if name == "lookup" else None)
+            return self.sources.get(name), k, peeks.get(name)
         s = run.settings
         if s.is_plain:
             return None, 0, None

@@ -11,6 +11,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from app.engine.runtime import Runtime
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, EngineError, Event, GenerationRequest, GenerationSummary, QueueFull
 
@@ -54,23 +55,21 @@ class RequestHandle:
 @dataclass
 class _Job:
     handle: RequestHandle | None
-    fn: Callable[[Session], Any] | None
+    fn: Callable[[Runtime], Any] | None
     future: Future[Any] | None
 
 
-def open_session(config: EngineConfig) -> Session:
-    """The session for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
+def open_session(config: EngineConfig) -> Runtime:
+    """The runtime for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
     if config.server_binary:
         from app.engine.external import ExternalSession
 
-        # Same interface for everything the engine thread, HTTP routes and GUI call; Session-only helpers
-        # (calibration) check for the bundled runtime themselves.
-        return ExternalSession(config)  # type: ignore[return-value]
+        return ExternalSession(config)
     return Session(config)
 
 
 class Engine:
-    """Loads a Session on its own thread and serves jobs in FIFO order from a bounded queue."""
+    """Loads a Runtime on its own thread and serves jobs in FIFO order from a bounded queue."""
 
     def __init__(self, config: EngineConfig, max_queue: int = 8, on_event: Callable[[Event], None] | None = None):
         self.config = config
@@ -78,7 +77,7 @@ class Engine:
         self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=max_queue)
         self._ready = threading.Event()
         self._load_error: BaseException | None = None
-        self._session: Session | None = None
+        self._session: Runtime | None = None
         self._busy = threading.Event()
         self._ids = itertools.count(1)
         self.on_event = on_event  # optional tap (e.g. live graphs); called on the engine thread, keep it cheap
@@ -123,14 +122,14 @@ class Engine:
     def generate(self, request: GenerationRequest) -> GenerationSummary:
         return self.submit(request).result()
 
-    def call(self, fn: Callable[[Session], T], timeout: float | None = None) -> T:
-        """Run `fn(session)` on the engine thread (tokenize, calibrate, inspect) and return its result."""
+    def call(self, fn: Callable[[Runtime], T], timeout: float | None = None) -> T:
+        """Run `fn(runtime)` on the engine thread (tokenize, calibrate, inspect) and return its result."""
         self._check_alive()
         fut: Future[T] = Future()
         self._queue.put(_Job(None, fn, fut), timeout=timeout)
         return fut.result(timeout)
 
-    def call_async(self, fn: Callable[[Session], T]) -> Future[T]:
+    def call_async(self, fn: Callable[[Runtime], T]) -> Future[T]:
         self._check_alive()
         fut: Future[T] = Future()
         self._queue.put(_Job(None, fn, fut))
@@ -173,7 +172,7 @@ class Engine:
         finally:
             session.close()
 
-    def _serve(self, session: Session, handle: RequestHandle) -> None:
+    def _serve(self, session: Runtime, handle: RequestHandle) -> None:
         if handle.cancelled.is_set():
             handle.error = EngineError("cancelled before it started")
             handle._events.put(_END)

@@ -37,11 +37,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.sampling import SamplingParams
 from app.engine.types import GenerationRequest, GenerationSummary, TextEvent
 from app.gui.bridge import GenerationBridge
 from app.gui.store import DEFAULT_TITLE, ChatStore, Conversation, Message
-from app.speculative.settings import PLAIN, SpecSettings
+from app.runtime.sampling import SamplingParams
+from app.speculative import registry
+from app.speculative.settings import DEFAULT_N_MAX, DEFAULT_P_MIN, PLAIN, SpecSettings, from_intent
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine
@@ -56,16 +57,17 @@ DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     "repeat_penalty": 1.0,
     "max_tokens": 512,
     "seed": None,
-    "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | lookup | draft
-    "spec_n_max": 8,
-    "spec_p_min": 0.5,
+    "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | a registered source (spec_modes())
+    "spec_n_max": DEFAULT_N_MAX,
+    "spec_p_min": DEFAULT_P_MIN,  # was 0.5 here and 0.0 in HTTP/CLI: one default now (see speculative/settings.py)
 }
-SPEC_MODES = {
-    "auto": "Auto (Dynamic Draft)",
-    "off": "Off (plain decoding)",
-    "lookup": "Prompt lookup",
-    "draft": "Draft model",
-}
+
+
+def spec_modes() -> dict[str, str]:
+    """The speculation choices of a conversation: auto, off, then every registered draft source by its label."""
+    return {"auto": "Auto (Dynamic Draft)", "off": "Off (plain decoding)"} | {
+        cls.name: cls.label for cls in registry.sources()
+    }
 
 
 def chat_settings(conv: Conversation) -> dict[str, Any]:
@@ -80,7 +82,7 @@ def spec_from_settings(s: dict[str, Any]) -> SpecSettings | None:
         return None
     if mode == "off":
         return PLAIN
-    return SpecSettings(source=mode, n_max=int(s["spec_n_max"]), p_min=float(s["spec_p_min"]))
+    return from_intent(mode, n_max=int(s["spec_n_max"]), p_min=float(s["spec_p_min"]))
 
 
 def build_request(conv: Conversation, history: list[Message]) -> GenerationRequest:
@@ -368,13 +370,13 @@ class ConversationSettingsDialog(QDialog):
         self.seed = QLineEdit("" if s["seed"] is None else str(s["seed"]))
         self.seed.setPlaceholderText("random")
         self.spec_mode = QComboBox()
-        for key, label in SPEC_MODES.items():
+        for key, label in spec_modes().items():
             self.spec_mode.addItem(label, key)
+            if not has_draft and registry.needs_draft_model(key):
+                idx = self.spec_mode.count() - 1
+                self.spec_mode.model().item(idx).setEnabled(False)  # type: ignore[attr-defined]
+                self.spec_mode.setItemData(idx, "Load a draft model to use this", Qt.ItemDataRole.ToolTipRole)
         self.spec_mode.setCurrentIndex(max(0, self.spec_mode.findData(s["spec_mode"])))
-        if not has_draft:
-            idx = self.spec_mode.findData("draft")
-            self.spec_mode.model().item(idx).setEnabled(False)  # type: ignore[attr-defined]
-            self.spec_mode.setItemData(idx, "Load a draft model to use this", Qt.ItemDataRole.ToolTipRole)
         self.spec_n_max = _ispin(1, 64, s["spec_n_max"], "deepest draft per step")
         self.spec_p_min = _dspin(0, 1, 0.05, s["spec_p_min"], "stop drafting below this draft probability")
         form = QFormLayout()
@@ -696,7 +698,7 @@ class ChatPanel(QWidget):
         for b in self.bubbles():
             if b.role == "assistant" and b.message is not None and b.message.stats:
                 segs = b.message.stats.get("segments") if self.highlight.isChecked() else None
-                b.set_text(b.content, [tuple(s) for s in segs] if segs else None)  # type: ignore[misc]
+                b.set_text(b.content, [tuple(s) for s in segs] if segs else None)
         if self.reply is not None:
             self.reply.dirty = True
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -25,21 +24,14 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.bridge import BackgroundCall
+from app.models import catalog as model_catalog
+from app.models import download as downloads
+from app.models import local as local_models
 from app.paths import get_paths
 
-
-def _try_import(name: str) -> tuple[Any, str | None]:
-    try:
-        return importlib.import_module(name), None
-    except Exception as e:  # ImportError, or a module still being written
-        return None, f"{type(e).__name__}: {e}"
-
-
-def not_available(what: str, why: str | None) -> QLabel:
-    label = QLabel(f"{what} is not available in this build." + (f"\n({why})" if why else ""))
-    label.setWordWrap(True)
-    label.setStyleSheet("color: #8a6d3b; font-weight: bold; padding: 8px;")
-    return label
+if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
+    from app.engine.runtime import Runtime
+    from app.engine.worker import Engine
 
 
 def _size(n: int | None) -> str:
@@ -65,9 +57,6 @@ class ModelsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.catalog_mod, self.catalog_err = _try_import("app.models.catalog")
-        self.local_mod, self.local_err = _try_import("app.models.local")
-        self.download_mod, _ = _try_import("app.models.download")
         self.catalog: Any = None
         self._call: BackgroundCall | None = None
         self._cancel: Any = None
@@ -82,10 +71,7 @@ class ModelsPanel(QWidget):
         self.tree.setHeaderLabels(["Model / build", "Format", "Size", "Badges"])
         self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.tree.itemSelectionChanged.connect(self._sync)
-        if self.catalog_mod is None:
-            lay.addWidget(not_available("The model catalog", self.catalog_err))
-        else:
-            lay.addWidget(self.tree, 2)
+        lay.addWidget(self.tree, 2)
         self.download_btn = QPushButton("Download selected")
         self.download_btn.clicked.connect(self.download_selected)
         self.cancel_btn = QPushButton("Cancel download")
@@ -101,9 +87,6 @@ class ModelsPanel(QWidget):
         row.addWidget(self.progress, 1)
         lay.addLayout(row)
         lay.addWidget(self.dl_status)
-        if self.local_mod is None or not hasattr(self.local_mod, "pull"):
-            self.download_btn.setEnabled(False)
-            self.dl_status.setText("Downloads are not available in this build.")
 
         lay.addWidget(QLabel(f"<b>On this computer</b> ({get_paths().models})"))
         self.local = QTreeWidget()
@@ -136,10 +119,8 @@ class ModelsPanel(QWidget):
 
     def _fill_catalog(self) -> None:
         self.tree.clear()
-        if self.catalog_mod is None:
-            return
         try:
-            self.catalog = self.catalog_mod.load_catalog()
+            self.catalog = model_catalog.load_catalog()
         except Exception as e:
             self.tree.addTopLevelItem(QTreeWidgetItem([f"catalog unreadable: {e}"]))
             return
@@ -170,30 +151,23 @@ class ModelsPanel(QWidget):
 
     def _fill_local(self) -> None:
         self.local.clear()
-        models: list[Any] = []
-        if self.local_mod is not None and hasattr(self.local_mod, "list_local_models"):
-            try:
-                models = self.local_mod.list_local_models(catalog=self.catalog)
-            except Exception as e:
-                self.local.addTopLevelItem(QTreeWidgetItem([f"could not list models: {e}"]))
-                return
-            for m in models:
-                r = m.report
-                status = m.error or ("✔ sha256 verified" if m.sha256 else "")
-                compat = getattr(m, "compat", None)
-                if compat is not None and getattr(compat, "loadable", True) is False:
-                    status = (status + " · " if status else "") + "not loadable by this runtime"
-                it = QTreeWidgetItem(
-                    [str(m.path.name), getattr(r, "format", "") or "", _size(getattr(r, "file_size", None)), status]
-                )
-                it.setData(0, Qt.ItemDataRole.UserRole, str(m.path))
-                it.setToolTip(0, str(m.path))
-                self.local.addTopLevelItem(it)
-        else:
-            for p in sorted(get_paths().models.rglob("*.gguf")) if get_paths().models.is_dir() else []:
-                it = QTreeWidgetItem([p.name, "", _size(p.stat().st_size), ""])
-                it.setData(0, Qt.ItemDataRole.UserRole, str(p))
-                self.local.addTopLevelItem(it)
+        try:
+            models = local_models.list_local_models(catalog=self.catalog)
+        except Exception as e:
+            self.local.addTopLevelItem(QTreeWidgetItem([f"could not list models: {e}"]))
+            return
+        for m in models:
+            r = m.report
+            status = m.error or ("✔ sha256 verified" if m.sha256 else "")
+            compat = getattr(m, "compat", None)
+            if compat is not None and getattr(compat, "loadable", True) is False:
+                status = (status + " · " if status else "") + "not loadable by this runtime"
+            it = QTreeWidgetItem(
+                [str(m.path.name), getattr(r, "format", "") or "", _size(getattr(r, "file_size", None)), status]
+            )
+            it.setData(0, Qt.ItemDataRole.UserRole, str(m.path))
+            it.setToolTip(0, str(m.path))
+            self.local.addTopLevelItem(it)
         if self.local.topLevelItemCount() == 0:
             self.local.addTopLevelItem(QTreeWidgetItem(["No models downloaded yet."]))
 
@@ -208,20 +182,19 @@ class ModelsPanel(QWidget):
 
     def _sync(self) -> None:
         downloading = self._call is not None
-        can = self.local_mod is not None and hasattr(self.local_mod, "pull")
-        self.download_btn.setEnabled(can and not downloading and self._selected_build() is not None)
+        self.download_btn.setEnabled(not downloading and self._selected_build() is not None)
         self.cancel_btn.setEnabled(downloading)
         self.cancel_btn.setVisible(downloading)
 
     def download_selected(self) -> None:
         build_id = self._selected_build()
-        if build_id is None or self.local_mod is None or self.catalog is None or self._call is not None:
+        if build_id is None or self.catalog is None or self._call is not None:
             return
-        spec = self.catalog_mod.parse_pull_spec(build_id, self.catalog)
-        cancel = self.download_mod.CancelToken() if self.download_mod is not None else None
+        spec = model_catalog.parse_pull_spec(build_id, self.catalog)
+        cancel = downloads.CancelToken()
         self._cancel = cancel
         relay = self._relay
-        pull = self.local_mod.pull
+        pull = local_models.pull
         self._call = BackgroundCall(
             lambda: pull(spec, progress=relay.progress.emit, cancel=cancel), "dynadraft-dl", self
         )
@@ -271,14 +244,12 @@ class CalibrationPanel(QWidget):
 
     def __init__(self, runner: Callable[..., Any] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.engine: Any = None
+        self.engine: Engine | None = None
         self.runner = runner
-        why = None
         if self.runner is None:
-            mod, why = _try_import("app.calibration.quick")
-            self.runner = getattr(mod, "run_quick", None) if mod is not None else None
-            if mod is not None and self.runner is None:
-                why = "app.calibration.quick has no run_quick()"
+            from app.calibration.quick import run_quick  # loads the engine (llama.cpp) only with this panel
+
+            self.runner = run_quick
         self._call: BackgroundCall | None = None
         self._cancel: threading.Event | None = None
         self._relay = _ProgressRelay(self)
@@ -317,8 +288,6 @@ class CalibrationPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.addWidget(intro)
         lay.addWidget(self.table_status)
-        if self.runner is None:
-            lay.addWidget(not_available("Calibration", why))
         lay.addLayout(row)
         lay.addWidget(self.progress)
         lay.addWidget(self.status)
@@ -326,7 +295,7 @@ class CalibrationPanel(QWidget):
         lay.addWidget(self.plot, 2)
         self._sync()
 
-    def set_engine(self, engine: Any) -> None:
+    def set_engine(self, engine: Engine | None) -> None:
         self.engine = engine
         self._sync()
         self.refresh_table_status()
@@ -336,12 +305,13 @@ class CalibrationPanel(QWidget):
 
     def refresh_table_status(self) -> None:
         """Show which table is active for the loaded pair (id, date, fingerprint) or why none applies."""
-        if self.engine is None:
+        engine = self.engine
+        if engine is None:
             self.table_status.setText("")
             return
 
-        def describe(session: Any) -> str:
-            pol = session.policy
+        def describe(runtime: Runtime) -> str:
+            pol = runtime.policy
             if pol.table is not None:
                 t = pol.table
                 fp = t.fingerprint
@@ -353,7 +323,7 @@ class CalibrationPanel(QWidget):
                 return "⚠ The saved table is stale (measured with different " + ", ".join(pol.stale_fields) + ")."
             return "No calibration table for this model yet: Dynamic Draft runs the default setting."
 
-        call = BackgroundCall(lambda: self.engine.call(describe), "dynadraft-dd-status", self)
+        call = BackgroundCall(lambda: engine.call(describe), "dynadraft-dd-status", self)
         call.succeeded.connect(lambda text: self.table_status.setText(str(text)))
         call.start()
         self._status_call = call  # keep a reference until it reports

@@ -184,7 +184,7 @@ def _marker(path: Path) -> Path:
 
 
 def write_marker(path: Path, sha: str) -> None:
-    """Same format as app.models.packaged: '<sha256> <size> <mtime_ns>', so a later look-up skips re-hashing."""
+    """Record '<sha256> <size> <mtime_ns>' (downloads and packaged models alike) so a look-up skips re-hashing."""
     st = path.stat()
     _marker(path).write_text(f"{sha} {st.st_size} {st.st_mtime_ns}\n")
 
@@ -233,8 +233,9 @@ def _hub_error(e: Exception, repo: str, filename: str | None = None) -> Download
     return DownloadError(f"{what}: {type(e).__name__}: {e}")
 
 
-def hub_lfs_hashes(repo: str, revision: str = "main", *, endpoint: str | None = None,
-                   token: str | None = None) -> dict[str, tuple[int | None, str]]:
+def hub_lfs_hashes(
+    repo: str, revision: str = "main", *, endpoint: str | None = None, token: str | None = None
+) -> dict[str, tuple[int | None, str]]:
     """filename -> (size, sha256) for the repo's LFS files, from the model-info API; {} if it can't be had."""
     from huggingface_hub import HfApi
 
@@ -251,8 +252,9 @@ def hub_lfs_hashes(repo: str, revision: str = "main", *, endpoint: str | None = 
     return out
 
 
-def list_repo_files(repo: str, revision: str = "main", *, endpoint: str | None = None,
-                    token: str | None = None) -> list[str]:
+def list_repo_files(
+    repo: str, revision: str = "main", *, endpoint: str | None = None, token: str | None = None
+) -> list[str]:
     """File names in a repo (for resolving quant tags); raises DownloadError with a clear reason."""
     if is_offline():
         raise HubOffline(f"{repo}: offline mode (HF_HUB_OFFLINE) is on; can't list the repository")
@@ -265,9 +267,16 @@ def list_repo_files(repo: str, revision: str = "main", *, endpoint: str | None =
     return [s.rfilename for s in info.siblings or []]
 
 
-def remote_file(repo: str, filename: str, revision: str = "main", *, endpoint: str | None = None,
-                token: str | None = None, expected_sha256: str | None = None,
-                lfs: dict[str, tuple[int | None, str]] | None = None) -> RemoteFile:
+def remote_file(
+    repo: str,
+    filename: str,
+    revision: str = "main",
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+    expected_sha256: str | None = None,
+    lfs: dict[str, tuple[int | None, str]] | None = None,
+) -> RemoteFile:
     """HEAD the file on the Hub: size, ETag, commit and the final (CDN) location."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
@@ -323,8 +332,16 @@ class _Meter:
         self._last_overall = 0
         self._session_bytes = 0
 
-    def emit(self, filename: str, index: int, downloaded: int, total: int | None, *, force: bool = False,
-             phase: str = "download") -> None:
+    def emit(
+        self,
+        filename: str,
+        index: int,
+        downloaded: int,
+        total: int | None,
+        *,
+        force: bool = False,
+        phase: str = "download",
+    ) -> None:
         if self.callback is None:
             return
         now = time.monotonic()
@@ -338,8 +355,9 @@ class _Meter:
         remaining = None if self.overall_total is None else max(0, self.overall_total - overall)
         eta = remaining / self.speed if remaining is not None and self.speed > 0 else None
         self.callback(
-            Progress(filename, index, self.file_count, downloaded, total, overall, self.overall_total, self.speed,
-                     eta, phase)
+            Progress(
+                filename, index, self.file_count, downloaded, total, overall, self.overall_total, self.speed, eta, phase
+            )
         )
 
     def add(self, n: int) -> None:
@@ -355,8 +373,16 @@ class _Meter:
 class _ProgressFile:
     """File wrapper handed to huggingface_hub's http_get: counts bytes, reports progress, raises on cancel."""
 
-    def __init__(self, f: Any, meter: _Meter, cancel: CancelToken | None, filename: str, index: int,
-                 start: int, total: int | None) -> None:
+    def __init__(
+        self,
+        f: Any,
+        meter: _Meter,
+        cancel: CancelToken | None,
+        filename: str,
+        index: int,
+        start: int,
+        total: int | None,
+    ) -> None:
         self._f = f
         self._meter = meter
         self._cancel = cancel
@@ -422,8 +448,9 @@ def _resume_offset(part: Path, meta_path: Path, rf: RemoteFile) -> int:
     return have
 
 
-def _transfer(rf: RemoteFile, dest: Path, meter: _Meter, index: int, cancel: CancelToken | None,
-              token: str | None, endpoint: str) -> int:
+def _transfer(
+    rf: RemoteFile, dest: Path, meter: _Meter, index: int, cancel: CancelToken | None, token: str | None, endpoint: str
+) -> int:
     """Download rf into dest.part (resuming if possible); returns the resumed offset."""
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import build_hf_headers
@@ -431,8 +458,18 @@ def _transfer(rf: RemoteFile, dest: Path, meter: _Meter, index: int, cancel: Can
     part = dest.with_name(dest.name + PART_SUFFIX)
     meta_path = dest.with_name(dest.name + META_SUFFIX)
     start = _resume_offset(part, meta_path, rf)
-    meta_path.write_text(json.dumps({"repo": rf.repo, "filename": rf.filename, "revision": rf.revision,
-                                     "commit": rf.commit, "etag": rf.etag, "size": rf.size}))
+    meta_path.write_text(
+        json.dumps(
+            {
+                "repo": rf.repo,
+                "filename": rf.filename,
+                "revision": rf.revision,
+                "commit": rf.commit,
+                "etag": rf.etag,
+                "size": rf.size,
+            }
+        )
+    )
     headers = build_hf_headers(token=hub_token(token))
     if not _same_host(rf.url, endpoint):
         # A signed CDN URL must not receive the user's Hub token.
@@ -444,8 +481,14 @@ def _transfer(rf: RemoteFile, dest: Path, meter: _Meter, index: int, cancel: Can
         wrapper = _ProgressFile(f, meter, cancel, rf.filename, index, start, rf.size)
         meter.emit(rf.filename, index, start, rf.size, force=True)
         try:
-            http_get(rf.url, wrapper, resume_size=start, headers=headers, expected_size=rf.size,  # type: ignore[arg-type]
-                     **_http_get_kwargs())
+            http_get(
+                rf.url,
+                wrapper,  # type: ignore[arg-type]  # a file-like wrapper: http_get only calls write()
+                resume_size=start,
+                headers=headers,
+                expected_size=rf.size,
+                **_http_get_kwargs(),
+            )
         except DownloadError:
             raise
         except OSError as e:
@@ -508,11 +551,20 @@ def _offline_result(dest_dir: Path, filenames: list[str], expected: dict[str, st
     return DownloadResult(path=files[0].path, files=files)
 
 
-def download_files(repo: str, filenames: list[str], dest_dir: Path, *, revision: str = "main",
-                   endpoint: str | None = None, token: str | None = None,
-                   expected_sha256: dict[str, str] | None = None, progress: ProgressCallback | None = None,
-                   cancel: CancelToken | None = None, disk_free: DiskFree | None = None,
-                   reserve: int = DEFAULT_RESERVE) -> DownloadResult:
+def download_files(
+    repo: str,
+    filenames: list[str],
+    dest_dir: Path,
+    *,
+    revision: str = "main",
+    endpoint: str | None = None,
+    token: str | None = None,
+    expected_sha256: dict[str, str] | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    disk_free: DiskFree | None = None,
+    reserve: int = DEFAULT_RESERVE,
+) -> DownloadResult:
     """Download files of one repo into dest_dir (keeping their repo paths); returns the first file as `path`.
 
     Every file is HEADed and the disk checked before the first byte is written. Partial files (`*.part`, with
@@ -526,8 +578,10 @@ def download_files(repo: str, filenames: list[str], dest_dir: Path, *, revision:
     ep = hub_endpoint(endpoint)
     missing_hash = [f for f in filenames if f not in expected]
     lfs = hub_lfs_hashes(repo, revision, endpoint=ep, token=token) if missing_hash else {}
-    remotes = [remote_file(repo, f, revision, endpoint=ep, token=token, expected_sha256=expected.get(f), lfs=lfs)
-               for f in filenames]
+    remotes = [
+        remote_file(repo, f, revision, endpoint=ep, token=token, expected_sha256=expected.get(f), lfs=lfs)
+        for f in filenames
+    ]
 
     # Space check first, for all files at once: a split model that can't fit is refused before any shard starts.
     need = 0

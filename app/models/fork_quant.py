@@ -6,23 +6,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from app.models.packaged import ALL, ensure_model, sha256_file
+from app.models.download import read_marker, sha256_file, write_marker
+from app.models.packaged import ALL, ensure_model
 
 ROCMFP4 = "Q4_0_ROCMFP4"  # the fork's basic ROCmFP4 recipe: tensor type id 100, general.file_type 100
-
-
-def _marker(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
-
-
-def _verified(path: Path) -> bool:
-    """The file is the one written (and hashed) after a complete quantize: same size and mtime as recorded."""
-    marker = _marker(path)
-    if not (path.is_file() and marker.is_file()):
-        return False
-    parts = marker.read_text().split()
-    st = path.stat()
-    return len(parts) == 3 and parts[1:] == [str(st.st_size), str(st.st_mtime_ns)]
 
 
 def ensure_fork_quantized(key: str, quantize: str | Path, ftype: str = ROCMFP4, timeout_s: float = 900.0) -> Path:
@@ -38,7 +25,7 @@ def ensure_fork_quantized(key: str, quantize: str | Path, ftype: str = ROCMFP4, 
         raise FileNotFoundError(f"the fork's llama-quantize is not an executable file: {tool}")
     tool_sha = sha256_file(tool)
     dest = src.with_name(f"{src.stem.rsplit('.', 1)[0]}.{ftype}.{ALL[key].sha256[:8]}-{tool_sha[:8]}.gguf")
-    if _verified(dest):
+    if read_marker(dest) is not None:  # written after a complete run, and the file is unchanged since
         return dest
     tmp = dest.with_name(dest.name + f".{os.getpid()}.part")
     cmd = [str(tool), "--allow-requantize", str(src), str(tmp), ftype, str(os.cpu_count() or 2)]
@@ -48,6 +35,5 @@ def ensure_fork_quantized(key: str, quantize: str | Path, ftype: str = ROCMFP4, 
         tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-8:])
         raise RuntimeError(f"{tool.name} {ftype} failed (exit {out.returncode}) for {key}:\n{tail}")
     os.replace(tmp, dest)
-    st = dest.stat()
-    _marker(dest).write_text(f"{sha256_file(dest)} {st.st_size} {st.st_mtime_ns}\n")
+    write_marker(dest, sha256_file(dest))
     return dest

@@ -105,9 +105,16 @@ def _place_packaged(build: Build, dest_dir: Path) -> DownloadResult:
     return DownloadResult(dest, [FileResult(dest, dest.stat().st_size, sha, bool(build.sha256), note, skipped=True)])
 
 
-def pull(spec: PullSpec, *, models_dir: Path | None = None, endpoint: str | None = None, token: str | None = None,
-         progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
-         disk_free: DiskFree | None = None) -> DownloadResult:
+def pull(
+    spec: PullSpec,
+    *,
+    models_dir: Path | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    disk_free: DiskFree | None = None,
+) -> DownloadResult:
     """Fetch what a pull spec names into the models folder; returns the path llama.cpp should open."""
     root = models_dir or get_paths().models
     build = spec.build
@@ -118,14 +125,21 @@ def pull(spec: PullSpec, *, models_dir: Path | None = None, endpoint: str | None
     filename = spec.filename
     if filename is None:
         if spec.tag is None:
-            raise CatalogError(
-                f"{build.id if build else spec.repo}: file names not known; pull it as REPO:FILE"
-            )
+            raise CatalogError(f"{build.id if build else spec.repo}: file names not known; pull it as REPO:FILE")
         filename = resolve_tag(spec.tag, list_repo_files(spec.repo, spec.revision, endpoint=endpoint, token=token))
     expected: dict[str, str] = {}
     # A build's single sha256 describes a single file; split builds are verified against the Hub per shard.
     if build is not None and build.sha256 and build.first_file and len(build.files) == 1:
         expected[build.first_file] = build.sha256
-    return download_model(spec.repo, filename, local_dir_for(spec.repo, root), revision=spec.revision,
-                          endpoint=endpoint, token=token, expected_sha256=expected, progress=progress,
-                          cancel=cancel, disk_free=disk_free)
+    return download_model(
+        spec.repo,
+        filename,
+        local_dir_for(spec.repo, root),
+        revision=spec.revision,
+        endpoint=endpoint,
+        token=token,
+        expected_sha256=expected,
+        progress=progress,
+        cancel=cancel,
+        disk_free=disk_free,
+    )

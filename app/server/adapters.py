@@ -6,8 +6,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from app.engine.sampling import SamplingParams
 from app.engine.types import GenerationRequest, GenerationSummary, InvalidRequest
+from app.runtime.sampling import SamplingParams
 from app.server.errors import ApiError
 from app.server.schemas import (
     AssistantMessage,
@@ -25,12 +25,11 @@ from app.server.schemas import (
     SpeculativeOptions,
     Usage,
 )
-from app.speculative.settings import SpecSettings
+from app.speculative import registry
+from app.speculative.settings import SpecSettings, from_intent
 
 # OpenAI's default when a request leaves temperature out (llama.cpp uses 0.8); clients that want greedy send 0.
 DEFAULT_TEMPERATURE = 1.0
-# What a `speculative` override drafts when it names a source but no depth (as `dynadraft generate` does).
-DEFAULT_SPEC_N_MAX = 8
 
 
 def _unsupported(param: str, message: str) -> ApiError:
@@ -79,24 +78,22 @@ def _sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
 
 
 def _speculative(opts: SpeculativeOptions | None, has_draft: bool) -> SpecSettings | None:
-    """The request's SpecSettings override; unspecified fields follow `dynadraft generate`'s defaults."""
+    """The request's SpecSettings override; unspecified fields take the shared defaults (settings.from_intent)."""
     if opts is None:
         return None
     data = opts.model_dump(exclude_none=True)
     if not data:
         return None  # an empty object asks for nothing: let Dynamic Draft / the engine defaults decide
-    source = data.setdefault("source", "draft" if has_draft else "lookup")
-    if source in ("draft", "pool") and not has_draft:
+    source = data.pop("source", None) or registry.default_source(has_draft)
+    if registry.needs_draft_model(source) and not has_draft:
         raise ApiError(
             400,
             f"speculative.source {source!r} needs a draft model and none is loaded; use 'lookup' or 'none'",
             code="invalid_request",
             param="speculative.source",
         )
-    if source != "none":
-        data.setdefault("n_max", DEFAULT_SPEC_N_MAX)
     try:
-        return SpecSettings.from_dict(data)
+        return from_intent(source, draft_loaded=has_draft, **data)
     except ValueError as e:
         match = re.match(r"(speculative\.[a-z_]+)", str(e))
         raise ApiError(400, str(e), code="invalid_request", param=match.group(1) if match else "speculative") from None
@@ -209,7 +206,6 @@ def _build(
             sampling=sampling,
             stop=stop,
             speculative=spec,
-            pool=spec is not None and spec.source == "pool",
             request_id=request_id,
             cache_prompt=req.cache_prompt,
             **what,

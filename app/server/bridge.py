@@ -87,7 +87,7 @@ class Generation:
             raise item
         if isinstance(item, DoneEvent):
             self.summary = item.summary
-        return item  # type: ignore[no-any-return]
+        return item
 
     def ready(self) -> list[TextEvent | DoneEvent]:
         """Events already waiting (without blocking), so a burst of tokens can go out as one chunk."""

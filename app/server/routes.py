@@ -323,7 +323,7 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
 
     async def first_event(request: Request, gen: Generation) -> TextEvent | DoneEvent | None:
         try:
-            return await _race_disconnect(request, gen, gen.next())  # type: ignore[no-any-return]
+            return await _race_disconnect(request, gen, gen.next())
         except EngineError as e:
             raise _failed(gen, e) from None
 

@@ -27,9 +27,22 @@ def test_download_from_the_local_hub_shows_progress_and_completes(qtbot, monkeyp
         monkeypatch.setenv("HF_ENDPOINT", hub.base)
         cfg = get_paths().config
         cfg.mkdir(parents=True, exist_ok=True)
-        (cfg / "catalog.json").write_text(json.dumps({"schema": 1, "families": [{
-            "id": "smol-test", "name": "Smol (test)", "builds": [{"id": "smol-test-q4", "format": "Q4_1",
-                                                                  "repo": "me/smol", "files": ["smol-q4_1.gguf"]}]}]}))
+        (cfg / "catalog.json").write_text(
+            json.dumps(
+                {
+                    "schema": 1,
+                    "families": [
+                        {
+                            "id": "smol-test",
+                            "name": "Smol (test)",
+                            "builds": [
+                                {"id": "smol-test-q4", "format": "Q4_1", "repo": "me/smol", "files": ["smol-q4_1.gguf"]}
+                            ],
+                        }
+                    ],
+                }
+            )
+        )
         panel = ModelsPanel()
         qtbot.addWidget(panel)
         panel.show()

@@ -86,8 +86,14 @@ def test_cancel_then_resume_in_a_new_process_uses_range(hub: FakeHub, tmp_path: 
         f"r = download_model({REPO!r}, 'big.gguf', Path({str(dest)!r}), endpoint={hub.base!r}); "
         "f = r.files[0]; print(json.dumps([str(r.path), f.sha256, f.verified, f.resumed_from]))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[2], env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+        env=dict(os.environ),
+    )
     assert out.returncode == 0, out.stderr
     path, sha, verified, resumed_from = json.loads(out.stdout.strip().splitlines()[-1])
     assert resumed_from == kept

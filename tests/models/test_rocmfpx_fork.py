@@ -182,13 +182,13 @@ def test_the_catalogs_rocmfpx_builds_say_how_they_run() -> None:
 def test_the_external_grid_and_what_responses_say() -> None:
     from app.calibration.external import external_candidates
     from app.engine.external_policy import per_request_state
-    from app.models.external import SPECULATIVE_FIELDS
+    from app.runtime.llama_server import SPECULATIVE_FIELDS
 
-    quick = external_candidates(True, True, "quick")
+    quick = external_candidates(("draft", "lookup"), "quick")
     assert quick[0] == PLAIN and SpecSettings("lookup", 8, 0, 0.0) in quick and SpecSettings("draft", 8) in quick
     assert not any(s.adaptive or s.source == "pool" for s in quick) and len(set(quick)) == len(quick)
-    assert all(s.source != "lookup" for s in external_candidates(True, False, "quick"))
-    assert external_candidates(False, False, "quick") == (PLAIN,)
+    assert all(s.source != "lookup" for s in external_candidates(("draft",), "quick"))
+    assert external_candidates((), "quick") == (PLAIN,)
     n4 = SpecSettings("draft", 4, 0, 0.5)
     assert per_request_state(SPECULATIVE_FIELDS, None, n4).applied
     fixed = per_request_state((), n4, n4)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from app.server import adapters
 from app.server.errors import ApiError, from_validation_error
 from app.server.schemas import ChatCompletionRequest, CompletionRequest
-from app.speculative.settings import SpecSettings
+from app.speculative.settings import DEFAULT_N_MAX, SpecSettings
 
 
 def chat(**fields: Any) -> ChatCompletionRequest:
@@ -24,7 +24,7 @@ def test_defaults() -> None:
     req = adapters.chat_to_generation(chat(), has_draft=False, max_tokens=77)
     assert req.max_tokens == 77
     assert req.sampling.temperature == adapters.DEFAULT_TEMPERATURE
-    assert req.speculative is None and not req.pool
+    assert req.speculative is None
     assert req.stop == ()
 
 
@@ -62,9 +62,9 @@ def test_speculative_override() -> None:
     req = adapters.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 4}), has_draft=False)
     assert req.speculative == SpecSettings(source="lookup", n_max=4)
     req = adapters.chat_to_generation(chat(speculative={"n_min": 1}), has_draft=True)
-    assert req.speculative == SpecSettings(source="draft", n_max=adapters.DEFAULT_SPEC_N_MAX, n_min=1)
+    assert req.speculative == SpecSettings(source="draft", n_max=DEFAULT_N_MAX, n_min=1)
     req = adapters.chat_to_generation(chat(speculative={"source": "pool", "adaptive": True}), has_draft=True)
-    assert req.pool and req.speculative is not None and req.speculative.adaptive
+    assert req.speculative is not None and req.speculative.source == "pool" and req.speculative.adaptive
     assert adapters.chat_to_generation(chat(speculative={}), has_draft=False).speculative is None
     with pytest.raises(ApiError, match="needs a draft model"):
         adapters.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False)
