@@ -20,6 +20,8 @@ FORK=$(scripts/build-fork-server.sh)
 DYNADRAFT_FORK_SERVER=$(sed -n 1p <<<"$FORK")
 DYNADRAFT_FORK_QUANTIZE=$(sed -n 2p <<<"$FORK")
 export DYNADRAFT_FORK_SERVER DYNADRAFT_FORK_QUANTIZE DYNADRAFT_REQUIRE_FORK_SERVER=1
+# setup.sh --dev installs Xvfb where it can (root with apt): there the launch journey (J1) must run, not skip.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then export DYNADRAFT_REQUIRE_XVFB=1; fi
 export QT_QPA_PLATFORM=offscreen
 # Exit code 5 means pytest collected no test: that is a failure here, as for any other non-zero code.
 .venv/bin/python -m pytest -q "$@"

@@ -153,7 +153,7 @@ def run_external_calibration(
             raise CalibrationCancelled()
 
     vocab = ServerVocab(session)
-    corpus = corpus_text()
+    corpus = plan.corpus or corpus_text()
     prompts = {c: build_messages_with(vocab, session.format_prompt, c, corpus) for c in plan.contexts}
     try:
         for gi, group in enumerate(groups):

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.models.download import sha256_file
+from app.models.integrity import sha256_file
 from app.paths import get_paths
 from app.policy.fingerprint import Fingerprint
 
@@ -59,12 +59,21 @@ def llama_build() -> str:
 
 def session_fingerprint(session: Session) -> Fingerprint:
     """The calibration fingerprint of a loaded Session (target/draft hashes, device, context settings)."""
-    return config_fingerprint(session.config, session.ctx.n_ctx, session.ctx.n_threads, llama_build())
+    return config_fingerprint(
+        session.config, session.ctx.n_ctx, session.ctx.n_threads, llama_build(), session.model.n_layer
+    )
 
 
-def config_fingerprint(cfg: EngineConfig, n_ctx: int, n_threads: int, build: str) -> Fingerprint:
+def config_fingerprint(
+    cfg: EngineConfig, n_ctx: int, n_threads: int, build: str, n_layer: int | None = None
+) -> Fingerprint:
     """The fingerprint of an EngineConfig running with this context size and thread count on runtime `build`."""
+    from app.engine.profile import normalise_gpu_layers
+    from app.runtime.device import resolve_flash_attn
+
     backend, device = active_device(cfg.n_gpu_layers)
+    # Offload is meaningless without an accelerator (0), and every layer is one value however it was spelt.
+    layers = 0 if backend == "cpu" else normalise_gpu_layers(cfg.n_gpu_layers, n_layer)
     return Fingerprint(
         target_sha256=cached_sha256(cfg.model),
         draft_name=Path(cfg.draft).name if cfg.draft else None,
@@ -73,9 +82,9 @@ def config_fingerprint(cfg: EngineConfig, n_ctx: int, n_threads: int, build: str
         device=device,
         llama_build=build,
         n_ctx=n_ctx,
-        n_gpu_layers=cfg.n_gpu_layers,
+        n_gpu_layers=layers,
         n_threads=n_threads,
-        flash_attn=cfg.flash_attn,
+        flash_attn=resolve_flash_attn(cfg.flash_attn, cfg.n_gpu_layers),  # what llama.cpp was given
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.chat import TemplateError, TextStream, render_chat
+from app.engine.profile import EngineProfile, profile_from_args, recalibrate_command
 from app.engine.runtime import Capabilities
 from app.engine.types import (
     ContextLengthExceeded,
@@ -34,7 +35,7 @@ from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
-from app.speculative.verify import verify_greedy, verify_sampled
+from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 log = logging.getLogger(__name__)
 
@@ -69,19 +70,34 @@ class EngineConfig:
 
 
 def config_from_args(args: Any, **extra: Any) -> EngineConfig:
-    """The EngineConfig the CLI's shared flags describe (--model, --draft, --ctx-size, --batch-size, --threads,
-    --gpu-layers, --flash-attn, --server-binary); subcommands without a flag get the default, `extra` sets the rest."""
-    return EngineConfig(
-        model=args.model,
-        draft=getattr(args, "draft", None),
-        n_ctx=getattr(args, "ctx_size", None) or 4096,
-        n_batch=getattr(args, "batch_size", None) or 512,
-        n_threads=getattr(args, "threads", None) or 0,
-        n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
-        flash_attn=getattr(args, "flash_attn", None) or "auto",
+    """The EngineConfig the CLI's shared flags describe (--model, --draft, --server-binary and the engine profile:
+    --ctx-size, --batch-size, --threads, --gpu-layers, --flash-attn, resolved by `resolve_profile`, so every
+    subcommand gets the same defaults); `extra` sets the rest."""
+    return config_with_profile(
+        args.model,
+        getattr(args, "draft", None),
+        profile_from_args(args),
         server_binary=getattr(args, "server_binary", None),
         **extra,
     )
+
+
+def config_with_profile(model: str, draft: str | None, profile: EngineProfile, **extra: Any) -> EngineConfig:
+    """An EngineConfig running `profile` (the CLI and the app build theirs here)."""
+    return EngineConfig(
+        model=model,
+        draft=draft,
+        n_ctx=profile.n_ctx,
+        n_batch=profile.n_batch,
+        n_threads=profile.n_threads,
+        n_gpu_layers=profile.n_gpu_layers,
+        flash_attn=profile.flash_attn,
+        **extra,
+    )
+
+
+def profile_of(config: EngineConfig) -> EngineProfile:
+    return EngineProfile(config.n_ctx, config.n_gpu_layers, config.flash_attn, config.n_batch, config.n_threads)
 
 
 def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPolicy:
@@ -139,6 +155,31 @@ class _Run:
     adaptive: AdaptiveLength | None = None
     pool: SourcePool | None = None
     arm: str = "none"  # the pool's choice for the current step
+
+
+def within_vocab(
+    tokens: list[int], dists: list[np.ndarray | None], n_vocab: int
+) -> tuple[list[int], list[np.ndarray | None]]:
+    """The draft up to its first id outside the target's vocabulary: such an id must never reach llama_decode."""
+    for i, t in enumerate(tokens):
+        if not 0 <= t < n_vocab:
+            return tokens[:i], dists[:i]
+    return tokens, dists
+
+
+@dataclass
+class _StepDraft:
+    """What one step drafted: the source (None: plain decode), the depth allowed and the proposed tokens."""
+
+    src: DraftSource | None
+    depth: int
+    tokens: list[int] = field(default_factory=list)
+    dists: list[np.ndarray | None] = field(default_factory=list)
+    draft_ms: float = 0.0
+
+    @property
+    def source_name(self) -> str:
+        return self.src.name if (self.src is not None and self.depth > 0) else "none"
 
 
 def top2_margin(logits: np.ndarray) -> float:
@@ -240,6 +281,8 @@ class Session:
             force=self.config.dd_force,
         )
         self.dd_status = result.message
+        if result.status == "stale":
+            self.dd_status += ": " + recalibrate_command(self.config.model, self.config.draft, profile_of(self.config))
         return self.dd_status
 
     def format_prompt(self, request: GenerationRequest) -> list[int]:
@@ -347,7 +390,8 @@ class Session:
                 settings=settings,
                 dynamic_draft=self._decision_dict(record),
                 per_source=self.stats.request_summary(),
-                margins=tuple(run.margins[: len(run.generated)]),
+                # One more than the tokens when the run ended on an end token: the row that chose to stop.
+                margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
             )
         )
 
@@ -388,33 +432,68 @@ class Session:
         return self.sources.get(s.source), (run.adaptive.next_length() if run.adaptive else s.n_max), None
 
     def _step(self, run: _Run) -> Iterator[Event]:
-        """One target decode of [last] + draft; accept a prefix of the draft and the target's own next token."""
-        ctx = self.ctx
+        """One speculative step: draft, verify [last] + draft in one target decode, restore after a rejection,
+        then emit the accepted tokens plus the target's own next one and let the step's observers learn from it."""
         history = run.prompt + run.generated  # the last token is committed but not yet in the KV cache
-        last = history[-1]
-        n_kv = len(ctx.tokens)  # == len(history) - 1
+        n_kv = len(self.ctx.tokens)  # == len(history) - 1
+        draft = self._draft(run, history)
+        checkpoint = self._checkpoint(draft)
+        t0 = time.perf_counter()
+        verdict = self._verify(run, history, draft)
+        a = verdict.n_accepted
+        if a < len(draft.tokens):
+            self._restore_after_rejection(history, draft, a, n_kv, checkpoint)
+        verify_ms = (time.perf_counter() - t0) * 1000.0
+        if draft.src is not None:
+            draft.src.rollback(n_kv + 1 + a)
+        n_before = len(run.generated)
+        self._observe(run, draft, a, verify_ms)
+        yield from self._emit(run, [*draft.tokens[:a], verdict.next_token], n_drafted=a)
+        yield StepEvent(
+            index=run.steps,
+            source=draft.source_name,
+            depth=draft.depth,
+            drafted=len(draft.tokens),
+            accepted=a,
+            emitted=len(run.generated) - n_before,
+            draft_ms=round(draft.draft_ms, 3),
+            verify_ms=round(verify_ms, 3),
+            t=time.perf_counter(),
+            n_generated=len(run.generated),
+        )
+
+    def _draft(self, run: _Run, history: list[int]) -> _StepDraft:
+        """Pick this step's source and depth and let it propose; an empty draft means a plain decode."""
+        ctx = self.ctx
         remaining = run.request.max_tokens - len(run.generated)
         src, depth, ready = self._source_for_step(run, history)
         # Never draft past the context window or the tokens still wanted (the target adds one of its own).
         depth = max(0, min(depth, ctx.n_ctx - len(history) - 1, remaining - 1, ctx.n_batch - 1))
-        draft_tokens: list[int] = []
-        dists: list[np.ndarray | None] = []
-        draft_ms = 0.0
+        draft = _StepDraft(src, depth)
         if src is not None and depth > 0:
             s = run.settings
             d = ready or src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
-            draft_tokens, dists, draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+            draft.tokens, draft.dists, draft.draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+        draft.tokens, draft.dists = within_vocab(draft.tokens, draft.dists, self.model.vocab.n_vocab)
+        return draft
 
-        checkpoint = None
-        if draft_tokens and self.model.is_recurrent:
-            try:
-                checkpoint = ctx.save_state()
-            except LlamaError as e:
-                self._disable_speculation(f"cannot checkpoint the recurrent state for rollback ({e})")
-                draft_tokens, dists = [], []
-        t0 = time.perf_counter()
+    def _checkpoint(self, draft: _StepDraft) -> Any:
+        """Recurrent memory cannot drop rejected positions: save its state first (or give up speculating)."""
+        if not (draft.tokens and self.model.is_recurrent):
+            return None
         try:
-            ctx.decode([last, *draft_tokens], logits_from=0)
+            return self.ctx.save_state()
+        except LlamaError as e:
+            self._disable_speculation(f"cannot checkpoint the recurrent state for rollback ({e})")
+            draft.tokens, draft.dists = [], []
+            return None
+
+    def _verify(self, run: _Run, history: list[int], draft: _StepDraft) -> Verdict:
+        """Decode [last] + draft once and accept the longest prefix the target agrees with (greedy or sampled)."""
+        ctx = self.ctx
+        draft_tokens = draft.tokens
+        try:
+            ctx.decode([history[-1], *draft_tokens], logits_from=0)
         except LlamaError as e:
             raise EngineError(f"decode failed: {e}") from e
         params = run.request.sampling
@@ -431,56 +510,52 @@ class Session:
                     rows[i] = distribution(ctx.logits(i), params, history + draft_tokens[:i])
                 return rows[i]
 
-            verdict = verify_sampled(target_dist, draft_tokens, dists, run.rng)
-        a = verdict.n_accepted
+            verdict = verify_sampled(target_dist, draft_tokens, draft.dists, run.rng)
         if run.request.collect_margins:
-            run.margins.extend(top2_margin(ctx.logits(i)) for i in range(a + 1))
-        if a < len(draft_tokens) and not ctx.truncate(n_kv + 1 + a):
-            # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
-            try:
-                if checkpoint is None:
-                    raise LlamaError("the memory cannot drop a partial range and no checkpoint was taken")
-                ctx.load_state(checkpoint)
-                ctx.decode([last, *draft_tokens[:a]])
-            except LlamaError as e:
-                # Never continue from a wrong state: rebuild it from the committed tokens, then decode plainly.
-                self._disable_speculation(f"rollback of the target memory failed ({e})")
-                ctx.clear()
-                try:
-                    ctx.prefill([*history, *draft_tokens[:a]])
-                except LlamaError as e2:
-                    raise EngineError(f"decode failed: {e2}") from e2
-        verify_ms = (time.perf_counter() - t0) * 1000.0
-        if src is not None:
-            src.rollback(n_kv + 1 + a)
+            run.margins.extend(top2_margin(ctx.logits(i)) for i in range(verdict.n_accepted + 1))
+        return verdict
 
+    def _restore_after_rejection(
+        self, history: list[int], draft: _StepDraft, a: int, n_kv: int, checkpoint: Any
+    ) -> None:
+        """Drop the rejected draft positions from the target memory (KV truncate, or checkpoint + replay)."""
+        ctx = self.ctx
+        if ctx.truncate(n_kv + 1 + a):
+            return
+        # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
+        accepted = draft.tokens[:a]
+        try:
+            if checkpoint is None:
+                raise LlamaError("the memory cannot drop a partial range and no checkpoint was taken")
+            ctx.load_state(checkpoint)
+            ctx.decode([history[-1], *accepted])
+        except LlamaError as e:
+            # Never continue from a wrong state: rebuild it from the committed tokens, then decode plainly.
+            self._disable_speculation(f"rollback of the target memory failed ({e})")
+            ctx.clear()
+            try:
+                ctx.prefill([*history, *accepted])
+            except LlamaError as e2:
+                raise EngineError(f"decode failed: {e2}") from e2
+
+    def _observe(self, run: _Run, draft: _StepDraft, a: int, verify_ms: float) -> None:
+        """Count the step and feed what it cost and accepted to telemetry and to the pool / adaptive depth."""
+        n = len(draft.tokens)
         run.steps += 1
-        run.draft_n += len(draft_tokens)
+        run.draft_n += n
         run.draft_accepted += a
-        source_name = src.name if (src is not None and depth > 0) else "none"
-        self.stats.observe_step(source_name, len(draft_tokens), a, draft_ms, verify_ms)
-        n_before = len(run.generated)
-        yield from self._emit(run, [*draft_tokens[:a], verdict.next_token], n_drafted=a)
+        self.stats.observe_step(draft.source_name, n, a, draft.draft_ms, verify_ms)
         if run.pool is not None:
-            run.pool.observe(run.arm, len(draft_tokens), a, a + 1, draft_ms, verify_ms)
+            run.pool.observe(run.arm, n, a, a + 1, draft.draft_ms, verify_ms)
         elif run.adaptive is not None:
-            run.adaptive.observe(len(draft_tokens), a, draft_ms, verify_ms)
-        yield StepEvent(
-            index=run.steps,
-            source=source_name,
-            depth=depth,
-            drafted=len(draft_tokens),
-            accepted=a,
-            emitted=len(run.generated) - n_before,
-            draft_ms=round(draft_ms, 3),
-            verify_ms=round(verify_ms, 3),
-            t=time.perf_counter(),
-            n_generated=len(run.generated),
-        )
+            run.adaptive.observe(n, a, draft.draft_ms, verify_ms)
 
     def _decision_dict(self, record: DecisionRecord) -> dict[str, Any]:
         """The decision record as responses carry it; says so when speculation is off for this model (and why)."""
         out = record.to_dict()
+        if record.reason == "stale_table":  # which settings differ from the table's, and how to recalibrate
+            out["stale_fields"] = list(self.policy.stale_fields)
+            out["stale_message"] = self.dd_status
         if self.speculation_disabled_reason:
             out["speculation_disabled"] = self.speculation_disabled_reason
         return out

@@ -123,7 +123,8 @@ class GenerationSummary:
     settings: SpecSettings
     dynamic_draft: dict[str, Any] | None = None
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
-    margins: tuple[float, ...] = ()  # with collect_margins: top-1 minus top-2 logit of the row behind each token
+    # with collect_margins: top-1 minus top-2 logit of the row behind each token (and the end token, after a stop)
+    margins: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {

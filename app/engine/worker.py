@@ -8,8 +8,8 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeVar
 
 from app.engine.runtime import Runtime
 from app.engine.session import EngineConfig, Session
@@ -21,21 +21,53 @@ T = TypeVar("T")
 _END = object()  # marks the end of a handle's event stream
 
 
-class RequestHandle:
-    """A submitted generation: iterate `events()` from any thread, `cancel()` from any thread."""
+class EventSink(Protocol):
+    """Where the engine thread delivers one request's events, in order: keep each call short (hand off, don't work).
 
-    def __init__(self, request: GenerationRequest) -> None:
+    `end` comes exactly once, last; `error` is None on success and is already a user-facing EngineError otherwise
+    (internal errors are mapped here, in the engine, so no consumer repeats that mapping).
+    """
+
+    def push(self, ev: Event) -> None: ...
+
+    def end(self, error: EngineError | None) -> None: ...
+
+
+class RequestHandle:
+    """A submitted generation: `cancel()` from any thread; without a sink, iterate `events()` from any thread."""
+
+    def __init__(self, request: GenerationRequest, sink: EventSink | None = None) -> None:
         self.request = request
         self.cancelled = threading.Event()
         self._events: queue.Queue[Any] = queue.Queue()
+        self._sink = sink
         self.summary: GenerationSummary | None = None
         self.error: EngineError | None = None
 
     def cancel(self) -> None:
         self.cancelled.set()
 
+    def deliver(self, ev: Event) -> None:
+        """Engine thread: one event, to the sink or to the queue `events()` reads."""
+        if isinstance(ev, DoneEvent):
+            self.summary = ev.summary
+        if self._sink is not None:
+            self._sink.push(ev)
+        else:
+            self._events.put(ev)
+
+    def finish(self, error: EngineError | None = None) -> None:
+        """Engine thread: the end of the stream (exactly once)."""
+        self.error = error
+        if self._sink is not None:
+            self._sink.end(error)
+        else:
+            self._events.put(_END)
+
     def events(self, timeout: float | None = None) -> Iterator[Event]:
         """Yield events as the engine produces them; raises the request's EngineError if it failed."""
+        if self._sink is not None:
+            raise RuntimeError("this request delivers its events to a sink")
         while True:
             item = self._events.get(timeout=timeout)
             if item is _END:
@@ -59,12 +91,26 @@ class _Job:
     future: Future[Any] | None
 
 
+def apply_dd_options(session: Runtime, enabled: bool, force: bool) -> str:
+    """Set DD on/off and force mode on a session of either runtime (the config keeps them across table reloads)."""
+    session.config = replace(session.config, dynamic_draft=enabled, dd_force=force)
+    session.set_policy(session.policy.with_options(enabled=enabled, force=force))
+    return "Dynamic Draft off" if not enabled else str(session.dd_status) + ("; force mode" if force else "")
+
+
 def open_session(config: EngineConfig) -> Runtime:
-    """The runtime for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
+    """The session for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
     if config.server_binary:
         from app.engine.external import ExternalSession
 
         return ExternalSession(config)
+    from app.models.preflight import check_before_load
+
+    for path in (config.model, config.draft):
+        # A file we can classify as needing a fork never reaches llama.cpp's generic "unsupported format" error.
+        problem = check_before_load(path) if path else None
+        if problem:
+            raise EngineError(problem)
     return Session(config)
 
 
@@ -109,15 +155,33 @@ class Engine:
         return self._queue.qsize() + (1 if self._busy.is_set() else 0)
 
     # -- submitting -----------------------------------------------------------------------------------------------
-    def submit(self, request: GenerationRequest) -> RequestHandle:
-        """Queue a generation; raises QueueFull when `max_queue` jobs are already waiting."""
+    def submit(self, request: GenerationRequest, sink: EventSink | None = None) -> RequestHandle:
+        """Queue a generation; raises QueueFull when `max_queue` jobs are already waiting.
+
+        With a `sink`, the engine thread hands it each event as it is produced (no thread per request); without
+        one, read them with `handle.events()`.
+        """
         self._check_alive()
-        handle = RequestHandle(request)
+        handle = RequestHandle(request, sink)
         try:
             self._queue.put_nowait(_Job(handle, None, None))
         except queue.Full:
             raise QueueFull(f"the engine queue is full ({self.max_queue} waiting); try again shortly") from None
         return handle
+
+    def dd_table(self) -> Any:
+        """The calibration table Dynamic Draft applies now (a FrontierTable), or None: no table, stale, or DD off.
+
+        Read without queueing behind a generation: the session swaps its policy whole and never mutates one, so
+        reading the reference from another thread (the HTTP server's) is safe."""
+        policy = getattr(getattr(self, "_session", None), "policy", None)
+        if policy is None or policy.unavailable is not None or not policy.enabled:
+            return None
+        return policy.table
+
+    def set_dd_options(self, enabled: bool, force: bool, timeout: float | None = None) -> str:
+        """Switch Dynamic Draft on/off and force mode, for this and later requests; returns the new status line."""
+        return self.call(lambda s: apply_dd_options(s, enabled, force), timeout=timeout)
 
     def generate(self, request: GenerationRequest) -> GenerationSummary:
         return self.submit(request).result()
@@ -174,23 +238,28 @@ class Engine:
 
     def _serve(self, session: Runtime, handle: RequestHandle) -> None:
         if handle.cancelled.is_set():
-            handle.error = EngineError("cancelled before it started")
-            handle._events.put(_END)
+            self._finish(handle, EngineError("cancelled before it started"))
             return
+        error: EngineError | None = None
         try:
             for ev in session.generate(handle.request, handle.cancelled):
-                if isinstance(ev, DoneEvent):
-                    handle.summary = ev.summary
                 if self.on_event is not None:
                     self.on_event(ev)
-                handle._events.put(ev)
+                handle.deliver(ev)
         except EngineError as e:
-            handle.error = e
-        except Exception as e:  # a bug must not kill the engine thread
+            error = e
+        except Exception as e:  # a bug (here or in a sink) must not kill the engine thread
             log.exception("generation failed")
-            handle.error = EngineError(f"internal error: {type(e).__name__}: {e}")
+            error = EngineError(f"internal error: {type(e).__name__}: {e}")
         finally:
-            handle._events.put(_END)
+            self._finish(handle, error)
+
+    @staticmethod
+    def _finish(handle: RequestHandle, error: EngineError | None) -> None:
+        try:
+            handle.finish(error)
+        except Exception:  # a broken sink must not kill the engine thread either
+            log.exception("an event sink failed at the end of a request")
 
     def _fail_pending(self, err: BaseException) -> None:
         while True:
@@ -201,7 +270,6 @@ class Engine:
             if job is None:
                 continue
             if job.handle is not None:
-                job.handle.error = EngineError(f"engine failed to load: {err}")
-                job.handle._events.put(_END)
+                self._finish(job.handle, EngineError(f"engine failed to load: {err}"))
             elif job.future is not None:
                 job.future.set_exception(err)

@@ -10,19 +10,12 @@ from typing import Any
 
 from app.models.catalog import Build, Catalog, CatalogError, PullSpec, resolve_tag
 from app.models.compat import Compatibility, check_loadable
-from app.models.download import (
-    CancelToken,
-    DiskFree,
-    DownloadResult,
-    FileResult,
-    ProgressCallback,
-    download_model,
-    list_repo_files,
-    local_dir_for,
-    read_marker,
-)
+from app.models.download import DiskFree, DownloadResult, FileResult, download_model, local_dir_for
+from app.models.download_progress import CancelToken, ProgressCallback
 from app.models.gguf_reader import GGUFError
+from app.models.hub_files import list_repo_files
 from app.models.inspection import GGUFReport, inspect_gguf, split_info
+from app.models.integrity import read_marker
 from app.paths import get_paths
 
 PACKAGED_DIR = "packaged"

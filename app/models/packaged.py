@@ -14,7 +14,7 @@ from pathlib import Path
 
 import platformdirs
 
-from app.models.download import read_marker, sha256_file, write_marker
+from app.models.integrity import read_marker, sha256_file, write_marker
 
 CACHE_ENV = "DYNADRAFT_MODEL_CACHE"
 

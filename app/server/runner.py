@@ -14,8 +14,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.engine.worker import Engine
+from app.server.app import create_app
 from app.server.metrics import Metrics
-from app.server.routes import DEFAULT_MAX_BODY_BYTES, DDTableProvider, create_app
+from app.server.middleware import DEFAULT_MAX_BODY_BYTES
+from app.server.state import DDTableProvider
 
 
 class EndpointError(RuntimeError):
@@ -86,7 +88,8 @@ class EndpointServer:
         self.api_key = api_key or None
         self.cors_origins = tuple(cors_origins)
         self.max_body_bytes = max_body_bytes
-        self.dd_table_provider = dd_table_provider
+        # By default the route serves the table the engine applies (None -> 404 "no_table").
+        self.dd_table_provider = dd_table_provider or getattr(engine, "dd_table", None)
         self.log_level = log_level
         self.metrics = Metrics()  # kept across restarts so the GUI's counters don't reset on a toggle
         self._server: uvicorn.Server | None = None

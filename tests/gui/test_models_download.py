@@ -14,7 +14,7 @@ from tests.models.models_testlib import FakeHub, _Handler
 def test_download_from_the_local_hub_shows_progress_and_completes(qtbot, monkeypatch, smollm2_path: Path) -> None:  # type: ignore[no-untyped-def]
     from PySide6.QtCore import Qt
 
-    from app.gui.panels import ModelsPanel
+    from app.gui.models_panel import ModelsPanel
 
     hub = FakeHub()
     server = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_Handler,), {"hub": hub}))

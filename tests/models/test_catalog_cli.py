@@ -10,7 +10,7 @@ import pytest
 
 from app.models.catalog import CatalogError, load_catalog, parse_pull_spec, resolve_tag
 from app.models.cli import add_models_arguments, add_pull_arguments, run_models, run_pull
-from app.models.download import HubOffline
+from app.models.download_errors import HubOffline
 from app.models.hub import search_hub
 from app.paths import get_paths
 from tests.models.models_testlib import FakeHub, write_gguf

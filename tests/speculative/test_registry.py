@@ -136,6 +136,6 @@ def test_the_http_api_accepts_and_documents_it(engine: Engine) -> None:
 
 
 def test_the_gui_lists_it(repeat_registered: None) -> None:
-    from app.gui.chat import spec_modes
+    from app.gui.chat_request import spec_modes
 
     assert spec_modes()["repeat"] == "Repeat the last token"
