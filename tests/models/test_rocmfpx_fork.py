@@ -62,7 +62,6 @@ def test_the_fork_writes_a_real_rocmfp4_file_and_inspection_names_it(smollm2_roc
     assert report["compatibility"]["status"] == "needs-fork" and not report["compatibility"]["loads"]
 
 
-@pytest.mark.xfail(reason="the pre-load ROCmFPx refusal is issue 14's (not on main yet): drop this mark when it lands")
 def test_generate_without_a_fork_runtime_refuses_with_the_inspect_answer(smollm2_rocmfp4: Path) -> None:
     model = str(smollm2_rocmfp4)
     answer = check_loadable(inspect_gguf(model)).message  # the same answer as `models --inspect`
