@@ -68,6 +68,11 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, metavar="PATH", help="target GGUF model")
     p.add_argument("--draft", metavar="PATH", help="draft GGUF model (same vocabulary as the target)")
     p.add_argument("--lookup", action="store_true", help="draft with prompt n-gram lookup instead of a draft model")
+    p.add_argument(
+        "--mtp",
+        action="store_true",
+        help="draft with the model's own multi-token-prediction head (GGUFs with MTP/NextN layers, e.g. Qwen3.5/3.6)",
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
     g.add_argument("--spec-n-max", type=int, metavar="K", help="draft depth (max drafted tokens per step)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,15 +29,19 @@ from app.engine.types import (
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.runtime.device import resolve_flash_attn
 from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.runtime.llama_mtp import mtp_unavailable_reason
 from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative import registry
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 log = logging.getLogger(__name__)
+
+MTP_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,9 @@ class EngineConfig:
     draft_n_max_cap: int = 16  # the server's draft allocation: nothing drafts deeper than this
     dynamic_draft: bool = True  # apply the calibrated table when one matches this engine's fingerprint
     dd_force: bool = False  # force mode: DD's choice wins over request-level speculative fields
+    # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
+    # "on" refuses a GGUF without, "off" never loads it (saves the head's weights and its context).
+    mtp: str = "auto"
     # Used when neither the request nor Dynamic Draft chooses: llama.cpp's speculative defaults.
     default_spec: SpecSettings | None = None
     # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
@@ -113,10 +120,20 @@ def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPoli
 
 
 def choose_settings(
-    policy: DynamicDraftPolicy, caps: DraftCaps, n_prompt: int, override: SpecSettings | None, loaded: Collection[str]
+    policy: DynamicDraftPolicy,
+    caps: DraftCaps,
+    n_prompt: int,
+    override: SpecSettings | None,
+    loaded: Collection[str],
+    missing: Mapping[str, str] | None = None,
 ) -> tuple[SpecSettings, DecisionRecord]:
     """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way); `loaded`: the
-    draft sources the runtime has, which an override must be able to run on."""
+    draft sources the runtime has, which an override must be able to run on; `missing`: why some others are not
+    there (e.g. "mtp": the file has no MTP layers), said in the refusal."""
+    if override is not None and missing and override.source in missing and override.source not in loaded:
+        raise InvalidRequest(
+            f"speculative.source {override.source!r} needs the model's own head: {missing[override.source]}"
+        )
     if override is not None and (why := registry.unavailable(override.source, loaded)):
         raise InvalidRequest(f"speculative.source {override.source!r} {why}")
     return policy.decide(n_prompt, override, caps)
@@ -201,7 +218,11 @@ class Session:
             type_k=config.type_k,
             type_v=config.type_v,
         )
-        self.model = Model(config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts))
+        if config.mtp not in MTP_MODES:
+            raise LlamaError(f"mtp must be one of {', '.join(MTP_MODES)}")
+        self.model = Model(
+            config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts, load_mtp=config.mtp != "off")
+        )
         try:
             self.ctx = Context(self.model, ctx_params)
         except LlamaError:
@@ -221,18 +242,34 @@ class Session:
             source = cls.create(env)
             if source is not None:
                 self.sources[cls.name] = source
+        self.missing = self._missing_sources()
+        if config.mtp == "on" and MtpSource.name in self.missing:
+            reason = self.missing[MtpSource.name]
+            self.close()
+            raise LlamaError(f"--mtp: {reason}")
         self.policy = policy_without_table(config, "")
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
         self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
-        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None)
+        self._caps = DraftCaps(
+            min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None, frozenset(self.missing)
+        )
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
         self.reload_policy()
+
+    def _missing_sources(self) -> dict[str, str]:
+        """Why each registered source that needs no draft model is not here (the MTP head of a file without one)."""
+        out = {}
+        for cls in registry.sources():
+            if cls.name not in self.sources and not cls.needs_draft_model:
+                why = mtp_unavailable_reason(self.model) if cls is MtpSource else None
+                out[cls.name] = why or "it cannot run on this model"
+        return out
 
     # -- public helpers -------------------------------------------------------------------------------------------
     @property
@@ -313,7 +350,7 @@ class Session:
 
     # -- settings -------------------------------------------------------------------------------------------------
     def _choose_settings(self, n_prompt: int, override: SpecSettings | None) -> tuple[SpecSettings, DecisionRecord]:
-        return choose_settings(self.policy, self.caps, n_prompt, override, self.sources)
+        return choose_settings(self.policy, self.caps, n_prompt, override, self.sources, self.missing)
 
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:

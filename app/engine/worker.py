@@ -193,6 +193,10 @@ class Engine:
         self._queue.put(_Job(None, fn, fut), timeout=timeout)
         return fut.result(timeout)
 
+    def draft_sources(self, timeout: float = 10.0) -> frozenset[str]:
+        """The draft sources the loaded model offers ("lookup", and "draft" / "mtp" when loaded)."""
+        return self.call(lambda s: frozenset(s.capabilities.sources), timeout)
+
     def call_async(self, fn: Callable[[Runtime], T]) -> Future[T]:
         self._check_alive()
         fut: Future[T] = Future()

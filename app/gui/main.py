@@ -271,7 +271,7 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, engine: Engine, choice: ModelChoice) -> None:
         # The ring's tap runs on the engine thread for every event (GUI and endpoint requests alike): O(1) appends.
         engine.on_event = self.ring.tap
-        self.chat.set_engine(engine, has_draft=bool(choice.draft))
+        self.chat.set_engine(engine, has_draft=bool(choice.draft), sources=engine.draft_sources())
         self.endpoint.set_engine(engine, Path(choice.model).stem)
         self.calibration.set_engine(engine)
         self.welcome.show_loaded(choice.demo)

@@ -55,6 +55,7 @@ class Build:
     packaged: str | None = None
     draft: Draft | None = None
     revision: str = "main"
+    mtp: str = ""  # whether the file carries MTP layers, as far as the catalog knows (local.mtp_status reads it)
 
     @property
     def first_file(self) -> str | None:
@@ -157,6 +158,7 @@ def _build(raw: dict[str, Any], family: str) -> Build:
             packaged=raw.get("packaged"),
             draft=_draft(raw.get("draft")),
             revision=raw.get("revision", "main"),
+            mtp=raw.get("mtp", ""),
         )
     except KeyError as e:
         raise CatalogError(f"build in {family} lacks {e}") from None

@@ -43,6 +43,7 @@ class LocalModel:
             "context_length": r.context_length if r else None,
             "size": r.file_size if r else None,
             "compatibility": self.compat.to_dict() if self.compat else None,
+            "mtp_layers": r.mtp_layers if r else None,
         }
 
 
@@ -75,6 +76,20 @@ def list_local_models(models_dir: Path | None = None, catalog: Catalog | None = 
     """Every model in the models folder with format and compatibility; unreadable files are listed with the error."""
     root = models_dir or get_paths().models
     return [describe_local(p, catalog) for p in find_ggufs(root)]
+
+
+def mtp_status(build: Build, models_dir: Path | None = None) -> str:
+    """Whether a catalog build carries MTP layers: read from the GGUF header when the file is here, else the
+    catalog's own word (marked unverified unless someone checked a header)."""
+    if build.repo and build.first_file:
+        path = local_dir_for(build.repo, models_dir or get_paths().models) / build.first_file
+        if path.is_file():
+            try:
+                n = inspect_gguf(path).mtp_layers
+            except (GGUFError, OSError) as e:
+                return f"unknown: the local file cannot be read ({e})"
+            return f"yes: {n} MTP layer(s) (GGUF header)" if n else "no (GGUF header)"
+    return build.mtp or "unverified"
 
 
 def _place_packaged(build: Build, dest_dir: Path) -> DownloadResult:

@@ -120,6 +120,9 @@ class _OneWrongToken:
     def reset(self) -> None:
         self.inner.reset()
 
+    def close(self) -> None:
+        self.inner.close()
+
 
 ONE_WRONG = SpecSettings(source="draft", n_max=4, p_min=0.0)
 
