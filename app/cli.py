@@ -158,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--corpus", metavar="FILE", help="calibrate on your own kind of text (a UTF-8 file) instead of the shipped one"
     )
     _add_profile(p)
+    _add_server_binary(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("app.calibration.cli", "run_calibrate"))
 

@@ -123,7 +123,7 @@ class ModelsPanel(QWidget):
                 if b.verified:
                     badges.append("✔ verified")
                 if b.needs_fork:
-                    badges.append(f"needs {b.runtime} runtime")
+                    badges.append(f"needs {b.runtime} runtime: {b.runtime_hint}")
                 if b.source == "packaged":
                     badges.append("packaged")
                 if b.note:

