@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import codecs
 import datetime as _dt
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -25,12 +27,19 @@ def _raise(message: str) -> None:
     raise TemplateError(message)
 
 
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **kw: Any) -> str:
+    # Templates print tool schemas and call arguments with `tojson`, meaning plain JSON (as transformers and
+    # llama.cpp render it); Jinja's own filter HTML-escapes <, > and & and would show the model other text.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, **kw)
+
+
 @lru_cache(maxsize=8)
 def _compile(source: str) -> jinja2.Template:
     # HF templates are written for a sandboxed Jinja with these helpers and trimmed blocks.
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader())
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: _dt.datetime.now().strftime(fmt)
+    env.filters["tojson"] = _tojson
     try:
         return env.from_string(source)
     except jinja2.TemplateSyntaxError as e:
@@ -39,20 +48,29 @@ def _compile(source: str) -> jinja2.Template:
 
 def render_chat(
     template: str | None,
-    messages: Sequence[dict[str, str]],
+    messages: Sequence[Mapping[str, Any]],
     add_generation_prompt: bool = True,
     bos_token: str = "",
     eos_token: str = "",
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> str:
-    """Render OpenAI-style messages with the model's template, as llama.cpp's server does with --jinja."""
+    """Render OpenAI-style messages with the model's template, as llama.cpp's server does with --jinja.
+
+    `tools` (OpenAI tool definitions) and `extra` (chat_template_kwargs, e.g. enable_thinking) are template
+    variables; `extra` cannot replace the messages or the special tokens.
+    """
     tmpl = _compile(template or CHATML)
     try:
-        return tmpl.render(
+        variables = dict(extra or {})
+        variables.update(
             messages=[dict(m) for m in messages],
             add_generation_prompt=add_generation_prompt,
             bos_token=bos_token,
             eos_token=eos_token,
+            tools=[dict(t) for t in tools] if tools else None,
         )
+        return tmpl.render(variables)
     except TemplateError:
         raise
     except jinja2.TemplateError as e:

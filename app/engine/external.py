@@ -165,6 +165,11 @@ class ExternalSession:
                 "an external llama-server drafts only with its draft model (-md): speculative.source "
                 "'lookup'/'pool' and adaptive length need the bundled runtime"
             )
+        wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
+        wanted["chat_template_kwargs"] = bool(request.template_kwargs)
+        if any(wanted.values()):
+            names = ", ".join(k for k, v in wanted.items() if v)
+            raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
         check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
@@ -234,6 +239,7 @@ class ExternalSession:
             "cache_prompt": request.cache_prompt,
             "stop": list(request.stop),
             **sampling,
+            **({"grammar": request.grammar} if request.grammar is not None else {}),
         }
 
     def _timings(self, final: dict[str, Any] | None, n_prompt: int, n_tokens: int, wall_ms: float) -> Timings:

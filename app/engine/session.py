@@ -13,7 +13,9 @@ import numpy as np
 
 from app.engine.chat import TemplateError, TextStream, render_chat
 from app.engine.device import resolve_flash_attn
+from app.engine.grammar import Grammar, GrammarError
 from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.engine.logprobs import token_logprob
 from app.engine.sampling import distribution, draw, greedy_token
 from app.engine.types import (
     ContextLengthExceeded,
@@ -26,9 +28,11 @@ from app.engine.types import (
     StepEvent,
     TextEvent,
     Timings,
+    TokenLogprob,
 )
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftModelSource, DraftSource, PromptLookupSource, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
@@ -113,6 +117,12 @@ def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int) -> None:
         )
 
 
+def opens_think(prompt_text: str) -> bool:
+    """Whether a rendered prompt ends inside an open <think> block (the template started the model's reasoning)."""
+    start = prompt_text.rfind("<think>")
+    return start != -1 and start > prompt_text.rfind("</think>") and not prompt_text[start + 7 :].strip()
+
+
 def adds_bos(text: str, add_bos: bool, bos_text: str) -> bool:
     """Whether tokenizing a rendered chat needs the BOS added: not when the template already wrote it."""
     return add_bos and not (bos_text and text.startswith(bos_text))
@@ -136,6 +146,9 @@ class _Run:
     adaptive: AdaptiveLength | None = None
     pool: SourcePool | None = None
     arm: str = "none"  # the pool's choice for the current step
+    grammar: Grammar | None = None  # the output's grammar, advanced by every committed token
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
 
 
 def top2_margin(logits: np.ndarray) -> float:
@@ -224,20 +237,27 @@ class Session:
         self.dd_status = result.message
         return self.dd_status
 
+    def render_prompt(self, request: GenerationRequest) -> str:
+        """The chat template applied to the request's messages (with its tools and template variables)."""
+        assert request.messages is not None
+        try:
+            return render_chat(
+                self.model.chat_template,
+                request.messages,
+                request.add_generation_prompt,
+                bos_token=self._bos_text,
+                eos_token=self._eos_text,
+                tools=request.tools,
+                extra=request.template_kwargs,
+            )
+        except TemplateError as e:
+            raise InvalidRequest(str(e)) from e
+
     def format_prompt(self, request: GenerationRequest) -> list[int]:
         """Apply the chat template (for messages) and tokenize: exactly the tokens the model will see."""
         vocab = self.model.vocab
         if request.messages is not None:
-            try:
-                text = render_chat(
-                    self.model.chat_template,
-                    request.messages,
-                    request.add_generation_prompt,
-                    bos_token=self._bos_text,
-                    eos_token=self._eos_text,
-                )
-            except TemplateError as e:
-                raise InvalidRequest(str(e)) from e
+            text = self.render_prompt(request)
             return vocab.tokenize(text, add_special=adds_bos(text, vocab.add_bos, self._bos_text), parse_special=True)
         assert request.prompt is not None
         return vocab.tokenize(request.prompt, add_special=True, parse_special=False)
@@ -262,6 +282,31 @@ class Session:
         n_prompt = len(prompt)
         check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
         settings, record = self._choose_settings(n_prompt, request.speculative)
+        grammar = self._compile_grammar(request.grammar)
+        try:
+            yield from self._generate(request, prompt, settings, record, grammar, cancel)
+        finally:
+            if grammar is not None:
+                grammar.close()
+
+    def _compile_grammar(self, gbnf: str | None) -> Grammar | None:
+        if gbnf is None:
+            return None
+        try:
+            return Grammar(self.model.vocab.ptr, self.model.vocab.n_vocab, gbnf)
+        except GrammarError as e:
+            raise InvalidRequest(str(e)) from e
+
+    def _generate(
+        self,
+        request: GenerationRequest,
+        prompt: list[int],
+        settings: SpecSettings,
+        record: DecisionRecord,
+        grammar: Grammar | None,
+        cancel: threading.Event | None,
+    ) -> Iterator[Event]:
+        n_prompt = len(prompt)
         seed = request.sampling.seed
         run = _Run(
             request=request,
@@ -269,6 +314,7 @@ class Session:
             settings=settings,
             rng=np.random.default_rng(seed),
             stream=TextStream(request.stop),
+            grammar=grammar,
         )
         if request.pool or settings.source == "pool":
             drafting: list[str] = [name for name in ("draft", "lookup") if name in self.sources]
@@ -293,10 +339,14 @@ class Session:
         token = self._sample(self.ctx.logits(-1), run, prompt)
         if request.collect_margins:
             run.margins.append(top2_margin(self.ctx.logits(-1)))
+        lps = self._logprobs(run, [token], [-1])
         prompt_ms = (time.perf_counter() - t_prompt) * 1000.0
 
         t_gen = time.perf_counter()
-        yield from self._emit(run, [token], n_drafted=0)
+        if request.echo_open_think and request.messages is not None and opens_think(self.render_prompt(request)):
+            run.stream.text = "<think>\n"
+            yield TextEvent("<think>\n", 0, 0)
+        yield from self._emit(run, [token], n_drafted=0, lps=lps)
         while run.finish is None:
             if cancel is not None and cancel.is_set():
                 run.finish = "cancelled"
@@ -304,8 +354,8 @@ class Session:
             yield from self._step(run)
 
         tail = run.stream.flush()
-        if tail:
-            yield TextEvent(tail, 0, 0)
+        if tail or run.logprobs_pending:
+            yield TextEvent(tail, 0, 0, tuple(run.logprobs_pending))
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
         n_gen = len(run.generated)
         timings = Timings(
@@ -331,14 +381,33 @@ class Session:
                 dynamic_draft=self._decision_dict(record),
                 per_source=self.stats.request_summary(),
                 margins=tuple(run.margins[: len(run.generated)]),
+                logprobs=tuple(run.logprobs),
             )
         )
 
     def _sample(self, logits: np.ndarray, run: _Run, history: Sequence[int]) -> int:
         params = run.request.sampling
+        if run.grammar is not None:
+            try:
+                if params.greedy:
+                    token = constrained_greedy(logits, params, history, run.grammar)
+                else:
+                    token = constrained_draw(logits, params, history, run.grammar, run.rng)
+                run.grammar.accept(token)
+            except GrammarError as e:
+                raise EngineError(f"constrained decoding failed: {e}") from e
+            return token
         if params.greedy:
             return greedy_token(logits, params, history)
         return draw(distribution(logits, params, history), run.rng)
+
+    def _logprobs(self, run: _Run, tokens: Sequence[int], rows: Sequence[int]) -> list[TokenLogprob] | None:
+        """With request.logprobs: each token's entry from the target's row that chose it (before the next decode)."""
+        k = run.request.logprobs
+        if k is None:
+            return None
+        piece = self.model.vocab.piece
+        return [token_logprob(self.ctx.logits(r), t, k, piece) for t, r in zip(tokens, rows, strict=True)]
 
     def _source_for_step(self, run: _Run, history: list[int]) -> tuple[DraftSource | None, int, Draft | None]:
         """The source and depth for this step; with the pool, also a prompt-lookup draft it already made."""
@@ -395,7 +464,12 @@ class Session:
         except LlamaError as e:
             raise EngineError(f"decode failed: {e}") from e
         params = run.request.sampling
-        if params.greedy:
+        if run.grammar is not None:
+            try:
+                verdict = verify_constrained(ctx.logits, draft_tokens, params, history, run.grammar, run.rng)
+            except GrammarError as e:
+                raise EngineError(f"constrained decoding failed: {e}") from e
+        elif params.greedy:
             targets = [
                 greedy_token(ctx.logits(i), params, history + draft_tokens[:i]) for i in range(len(draft_tokens) + 1)
             ]
@@ -412,6 +486,7 @@ class Session:
         a = verdict.n_accepted
         if run.request.collect_margins:
             run.margins.extend(top2_margin(ctx.logits(i)) for i in range(a + 1))
+        lps = self._logprobs(run, [*draft_tokens[:a], verdict.next_token], range(a + 1))
         if a < len(draft_tokens) and not ctx.truncate(n_kv + 1 + a):
             # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
             try:
@@ -437,7 +512,7 @@ class Session:
         source_name = src.name if (src is not None and depth > 0) else "none"
         self.stats.observe_step(source_name, len(draft_tokens), a, draft_ms, verify_ms)
         n_before = len(run.generated)
-        yield from self._emit(run, [*draft_tokens[:a], verdict.next_token], n_drafted=a)
+        yield from self._emit(run, [*draft_tokens[:a], verdict.next_token], n_drafted=a, lps=lps)
         if run.pool is not None:
             run.pool.observe(run.arm, len(draft_tokens), a, a + 1, draft_ms, verify_ms)
         elif run.adaptive is not None:
@@ -467,7 +542,9 @@ class Session:
         self.speculation_disabled_reason = f"speculation turned off: {reason}"
         log.warning("%s: %s", self.model.path.name, self.speculation_disabled_reason)
 
-    def _emit(self, run: _Run, tokens: list[int], n_drafted: int) -> Iterator[Event]:
+    def _emit(
+        self, run: _Run, tokens: list[int], n_drafted: int, lps: list[TokenLogprob] | None = None
+    ) -> Iterator[Event]:
         """Commit tokens in order, stopping at end-of-generation, max_tokens or a stop string."""
         vocab = self.model.vocab
         for i, tok in enumerate(tokens):
@@ -475,9 +552,13 @@ class Session:
                 run.finish = "stop"
                 return
             run.generated.append(tok)
+            if lps is not None:
+                run.logprobs.append(lps[i])
+                run.logprobs_pending.append(lps[i])
             text = run.stream.push(vocab.piece(tok))
             if text:
-                yield TextEvent(text, 1, 1 if i < n_drafted else 0)
+                yield TextEvent(text, 1, 1 if i < n_drafted else 0, tuple(run.logprobs_pending))
+                run.logprobs_pending.clear()
             if run.stream.stopped:
                 run.finish = "stop"
                 return

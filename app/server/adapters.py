@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.engine.sampling import SamplingParams
-from app.engine.types import GenerationRequest, GenerationSummary, InvalidRequest
+from app.engine.types import MAX_TOP_LOGPROBS, GenerationRequest, GenerationSummary, InvalidRequest
+from app.server import tools as tool_syntax
+from app.server.chat_output import ChatOutputParser, OutputPiece, parse_all
 from app.server.errors import ApiError
+from app.server.logprobs import TokenTexts, chat_logprobs, completion_logprobs
 from app.server.schemas import (
     AssistantMessage,
     ChatChoice,
@@ -20,11 +23,16 @@ from app.server.schemas import (
     ChunkDelta,
     Completion,
     CompletionChoice,
+    CompletionLogprobs,
     CompletionRequest,
+    FunctionCallOut,
     PromptTokensDetails,
     SpeculativeOptions,
+    ToolCallDelta,
+    ToolCallOut,
     Usage,
 )
+from app.server.structured import JSON_OBJECT_SCHEMA, SchemaError, json_schema_grammar
 from app.speculative.settings import SpecSettings
 
 # OpenAI's default when a request leaves temperature out (llama.cpp uses 0.8); clients that want greedy send 0.
@@ -108,13 +116,15 @@ def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
     return (stop,) if isinstance(stop, str) else tuple(stop)
 
 
-def _message(m: ChatMessage, i: int) -> dict[str, str]:
+def _message(m: ChatMessage, i: int) -> dict[str, Any]:
     param = f"messages.{i}"
     if m.role == "function":
-        raise _unsupported(f"{param}.role", "function messages are not supported (no tool calling)")
+        raise _unsupported(f"{param}.role", "legacy function messages are not supported: send role 'tool' messages")
     extra = m.model_extra or {}
-    if extra.get("tool_calls") or extra.get("function_call"):
-        raise _unsupported(f"{param}.tool_calls", "tool calls are not supported")
+    if extra.get("function_call"):
+        raise _unsupported(f"{param}.function_call", "legacy function_call is not supported: send tool_calls")
+    if m.tool_calls and m.role != "assistant":
+        raise ApiError(400, f"{param}: only assistant messages carry tool_calls", code="invalid_request", param=param)
     if m.content is None:
         if m.role != "assistant":
             raise ApiError(400, f"{param}.content is required", code="invalid_request", param=f"{param}.content")
@@ -131,7 +141,15 @@ def _message(m: ChatMessage, i: int) -> dict[str, str]:
             pieces.append(part.text)
         content = "".join(pieces)
     role = "system" if m.role == "developer" else m.role
-    return {"role": role, "content": content}
+    out: dict[str, Any] = {"role": role, "content": content}
+    if m.tool_calls:
+        calls = [c.model_dump(exclude_none=True) for c in m.tool_calls]
+        out = tool_syntax.template_message({**out, "tool_calls": calls})
+    if m.role == "tool" and m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        out["name"] = m.name
+    return out
 
 
 def _common_refusals(req: ChatCompletionRequest | CompletionRequest) -> None:
@@ -150,20 +168,121 @@ def chat_to_generation(
     Raises ApiError (400) for anything the engine cannot honour, so refusals are clear rather than silently ignored.
     """
     _common_refusals(req)
-    if req.tools or req.functions:
-        raise _unsupported("tools" if req.tools else "functions", "tool / function calling is not supported")
-    if req.tool_choice not in (None, "none") or req.function_call not in (None, "none"):
-        raise _unsupported("tool_choice", "tool / function calling is not supported")
-    if req.response_format is not None and req.response_format.type != "text":
-        raise _unsupported(
-            "response_format", f"response_format {req.response_format.type!r} is not supported (only 'text')"
-        )
-    if req.logprobs or req.top_logprobs:
-        raise _unsupported("logprobs", "logprobs are not supported by this server")
+    if req.functions or req.function_call not in (None, "none"):
+        param = "functions" if req.functions else "function_call"
+        raise _unsupported(param, "legacy functions / function_call are not supported: send tools / tool_choice")
+    if req.top_logprobs is not None and not req.logprobs:
+        raise ApiError(400, "top_logprobs needs logprobs: true", code="invalid_request", param="top_logprobs")
+    if req.top_logprobs is not None and not 0 <= req.top_logprobs <= MAX_TOP_LOGPROBS:
+        msg = f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {req.top_logprobs}"
+        raise ApiError(400, msg, code="invalid_request", param="top_logprobs")
     if not req.messages:
         raise ApiError(400, "messages must not be empty", code="invalid_request", param="messages")
     messages = tuple(_message(m, i) for i, m in enumerate(req.messages))
-    return _build(req, request_id, max_tokens, has_draft, messages=messages)
+    options = output_options(req)
+    tools = tuple(t.model_dump(exclude_none=True) for t in req.tools or ()) if options.tools else None
+    return _build(
+        req,
+        request_id,
+        max_tokens,
+        has_draft,
+        messages=messages,
+        grammar=_chat_grammar(req),
+        logprobs=(req.top_logprobs or 0) if req.logprobs else None,
+        tools=tools,
+        template_kwargs=req.chat_template_kwargs,
+        echo_open_think=options.think,
+    )
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """How a chat response is read back: <think> split off, tool calls parsed, logprobs reported."""
+
+    think: bool
+    tools: bool
+    parallel: bool
+    logprobs: bool
+
+    def parser(self) -> ChatOutputParser:
+        return ChatOutputParser(think=self.think, tools=self.tools, parallel=self.parallel)
+
+
+def output_options(req: ChatCompletionRequest) -> OutputOptions:
+    return OutputOptions(
+        think=req.reasoning_format != "none",
+        tools=bool(req.tools) and req.tool_choice != "none",
+        parallel=req.parallel_tool_calls is not False,
+        logprobs=bool(req.logprobs),
+    )
+
+
+def _schema_grammar(schema: Any, param: str) -> str:
+    try:
+        return json_schema_grammar(schema)
+    except SchemaError as e:
+        raise ApiError(400, f"{param}: invalid JSON schema: {e}", code="invalid_schema", param=param) from None
+
+
+def _response_format_grammar(req: ChatCompletionRequest) -> str | None:
+    fmt = req.response_format
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return _schema_grammar(fmt.schema_ or JSON_OBJECT_SCHEMA, "response_format.schema")
+    if fmt.type == "json_schema":
+        if fmt.json_schema is None or fmt.json_schema.schema_ is None:
+            msg = "response_format json_schema needs json_schema.schema (the JSON schema itself)"
+            raise ApiError(400, msg, code="invalid_request", param="response_format.json_schema")
+        return _schema_grammar(fmt.json_schema.schema_, "response_format.json_schema.schema")
+    msg = f"response_format type must be 'text', 'json_object' or 'json_schema', got {fmt.type!r}"
+    raise ApiError(400, msg, code="invalid_request", param="response_format.type")
+
+
+def _tool_choice_grammar(req: ChatCompletionRequest) -> str | None:
+    choice = req.tool_choice
+    if choice in (None, "auto", "none"):
+        return None
+    if not req.tools:
+        msg = "tool_choice 'required' or a named function needs tools"
+        raise ApiError(400, msg, code="invalid_request", param="tool_choice")
+    tools = [t.model_dump(exclude_none=True) for t in req.tools]
+    name = None if isinstance(choice, str) else choice.function.name
+    if name is not None and name not in {t["function"]["name"] for t in tools}:
+        raise ApiError(
+            400,
+            f"tool_choice names {name!r}, which is not in tools",
+            code="invalid_request",
+            param="tool_choice.function.name",
+        )
+    try:
+        return tool_syntax.tool_choice_grammar(tools, name, parallel=req.parallel_tool_calls is not False)
+    except SchemaError as e:
+        raise ApiError(400, f"invalid JSON schema in {e}", code="invalid_schema", param="tools") from None
+
+
+def _chat_grammar(req: ChatCompletionRequest) -> str | None:
+    """The one grammar a chat request asks for (response_format, tool_choice, grammar or json_schema)."""
+    found = {
+        "response_format": _response_format_grammar(req),
+        "tool_choice": _tool_choice_grammar(req),
+        **_raw_grammars(req),
+    }
+    given = {k: v for k, v in found.items() if v is not None}
+    if len(given) > 1:
+        names = " and ".join(sorted(given))
+        raise ApiError(
+            400, f"{names} each constrain the output: give only one", code="invalid_request", param=sorted(given)[1]
+        )
+    return next(iter(given.values()), None)
+
+
+def _raw_grammars(req: ChatCompletionRequest | CompletionRequest) -> dict[str, str | None]:
+    """llama.cpp's own fields: `grammar` (GBNF, checked by llama.cpp when the request runs) and `json_schema`."""
+    if req.grammar is not None and not req.grammar.strip():
+        raise ApiError(400, "grammar must not be empty", code="invalid_request", param="grammar")
+    schema = None if req.json_schema is None else _schema_grammar(req.json_schema, "json_schema")
+    return {"grammar": req.grammar, "json_schema": schema}
 
 
 def completion_to_generation(
@@ -171,8 +290,9 @@ def completion_to_generation(
 ) -> GenerationRequest:
     """Validate a text-completion request and build the engine request (raw prompt, no chat template)."""
     _common_refusals(req)
-    if req.logprobs is not None:
-        raise _unsupported("logprobs", "logprobs are not supported by this server")
+    if req.logprobs is not None and not 0 <= req.logprobs <= MAX_TOP_LOGPROBS:
+        msg = f"logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {req.logprobs}"
+        raise ApiError(400, msg, code="invalid_request", param="logprobs")
     if req.echo:
         raise _unsupported("echo", "echo is not supported")
     if req.best_of is not None and req.best_of != 1:
@@ -189,7 +309,23 @@ def completion_to_generation(
     assert isinstance(prompt, str)
     if not prompt:
         raise ApiError(400, "prompt must not be empty", code="invalid_request", param="prompt")
-    return _build(req, request_id, max_tokens, has_draft, prompt=prompt)
+    grammars = {k: v for k, v in _raw_grammars(req).items() if v is not None}
+    if len(grammars) > 1:
+        raise ApiError(
+            400,
+            "grammar and json_schema each constrain the output: give only one",
+            code="invalid_request",
+            param="json_schema",
+        )
+    return _build(
+        req,
+        request_id,
+        max_tokens,
+        has_draft,
+        prompt=prompt,
+        grammar=next(iter(grammars.values()), None),
+        logprobs=req.logprobs,
+    )
 
 
 def _build(
@@ -239,12 +375,27 @@ def finish_reason(summary: GenerationSummary) -> str:
     return "stop" if summary.finish_reason == "cancelled" else summary.finish_reason
 
 
-def chat_completion(summary: GenerationSummary, *, id: str, created: int, model: str) -> ChatCompletion:
+def _tool_call_out(call: tool_syntax.ToolCall) -> ToolCallOut:
+    return ToolCallOut(id=call.id, function=FunctionCallOut(name=call.name, arguments=call.arguments))
+
+
+def chat_completion(
+    summary: GenerationSummary, options: OutputOptions, *, id: str, created: int, model: str
+) -> ChatCompletion:
+    out = parse_all(summary.text, think=options.think, tools=options.tools, parallel=options.parallel)
+    calls = [_tool_call_out(c) for c in out.calls] or None
+    message = AssistantMessage(
+        content=out.content if (out.content or not calls) else None,
+        reasoning_content=out.reasoning or None,
+        tool_calls=calls,
+    )
+    logprobs = chat_logprobs(summary.logprobs, TokenTexts()) if options.logprobs else None
+    reason = "tool_calls" if calls else finish_reason(summary)
     return ChatCompletion(
         id=id,
         created=created,
         model=model,
-        choices=[ChatChoice(message=AssistantMessage(content=summary.text), finish_reason=finish_reason(summary))],
+        choices=[ChatChoice(message=message, finish_reason=reason, logprobs=logprobs)],
         usage=usage(summary),
         timings=summary.timings.to_dict(),
         dynamic_draft=summary.dynamic_draft,
@@ -258,8 +409,48 @@ def chat_chunk(
     return ChatCompletionChunk(id=id, created=created, model=model, choices=[ChunkChoice(delta=delta)])
 
 
+class ChatStream:
+    """One streamed chat response: splits the text into content / reasoning / tool-call deltas as it arrives."""
+
+    def __init__(self, options: OutputOptions, *, id: str, created: int, model: str) -> None:
+        self.options = options
+        self.parser = options.parser()
+        self.texts = TokenTexts()
+        self._head: dict[str, Any] = {"id": id, "created": created, "model": model}
+
+    def _chunk(self, delta: ChunkDelta, **choice: Any) -> ChatCompletionChunk:
+        return ChatCompletionChunk(**self._head, choices=[ChunkChoice(delta=delta, **choice)])
+
+    def _deltas(self, pieces: list[OutputPiece]) -> list[ChunkDelta]:
+        out = []
+        for p in pieces:
+            if p.kind == "content":
+                out.append(ChunkDelta(content=p.text))
+            elif p.kind == "reasoning":
+                out.append(ChunkDelta(reasoning_content=p.text))
+            elif p.call is not None:
+                index = self.parser.calls.index(p.call)
+                fn = FunctionCallOut(name=p.call.name, arguments=p.call.arguments)
+                out.append(
+                    ChunkDelta(tool_calls=[ToolCallDelta(index=index, id=p.call.id, type="function", function=fn)])
+                )
+        return out
+
+    def text(self, text: str, logprobs: tuple[Any, ...] = ()) -> list[ChatCompletionChunk]:
+        deltas = self._deltas(self.parser.push(text))
+        lp = chat_logprobs(logprobs, self.texts) if self.options.logprobs and logprobs else None
+        if lp is not None and not deltas:
+            deltas = [ChunkDelta()]  # the text is held back (a tag may be starting): send its logprobs anyway
+        return [self._chunk(d, logprobs=lp if i == 0 else None) for i, d in enumerate(deltas)]
+
+    def closing(self, summary: GenerationSummary, include_usage: bool) -> list[ChatCompletionChunk]:
+        chunks = [self._chunk(d) for d in self._deltas(self.parser.finish())]
+        reason = "tool_calls" if self.parser.calls else finish_reason(summary)
+        return chunks + chat_final_chunks(summary, **self._head, include_usage=include_usage, reason=reason)
+
+
 def chat_final_chunks(
-    summary: GenerationSummary, *, id: str, created: int, model: str, include_usage: bool
+    summary: GenerationSummary, *, id: str, created: int, model: str, include_usage: bool, reason: str | None = None
 ) -> list[ChatCompletionChunk]:
     """The closing chunk (finish_reason, timings, dynamic_draft) and, when asked, OpenAI's usage-only chunk."""
     extras: dict[str, Any] = {"timings": summary.timings.to_dict(), "dynamic_draft": summary.dynamic_draft}
@@ -268,7 +459,7 @@ def chat_final_chunks(
             id=id,
             created=created,
             model=model,
-            choices=[ChunkChoice(delta=ChunkDelta(), finish_reason=finish_reason(summary))],
+            choices=[ChunkChoice(delta=ChunkDelta(), finish_reason=reason or finish_reason(summary))],
             **extras,
         )
     ]
@@ -279,20 +470,26 @@ def chat_final_chunks(
     return chunks
 
 
-def completion(summary: GenerationSummary, *, id: str, created: int, model: str) -> Completion:
+def completion(
+    summary: GenerationSummary, *, id: str, created: int, model: str, logprobs: int | None = None
+) -> Completion:
+    lp = None if logprobs is None else completion_logprobs(summary.logprobs, TokenTexts(), with_top=logprobs > 0)
     return Completion(
         id=id,
         created=created,
         model=model,
-        choices=[CompletionChoice(text=summary.text, finish_reason=finish_reason(summary))],
+        choices=[CompletionChoice(text=summary.text, finish_reason=finish_reason(summary), logprobs=lp)],
         usage=usage(summary),
         timings=summary.timings.to_dict(),
         dynamic_draft=summary.dynamic_draft,
     )
 
 
-def completion_chunk(*, id: str, created: int, model: str, text: str) -> Completion:
-    return Completion(id=id, created=created, model=model, choices=[CompletionChoice(text=text, finish_reason=None)])
+def completion_chunk(
+    *, id: str, created: int, model: str, text: str, logprobs: CompletionLogprobs | None = None
+) -> Completion:
+    choice = CompletionChoice(text=text, finish_reason=None, logprobs=logprobs)
+    return Completion(id=id, created=created, model=model, choices=[choice])
 
 
 def completion_final_chunks(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import logging
@@ -23,11 +24,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.engine.types import DoneEvent, EngineError, GenerationRequest, QueueFull, TextEvent
+from app.engine.types import DoneEvent, EngineError, GenerationRequest, QueueFull, TextEvent, TokenLogprob
 from app.engine.worker import Engine
 from app.server import adapters
 from app.server.bridge import Generation
 from app.server.errors import ApiError, from_engine_error, from_validation_error
+from app.server.logprobs import TokenTexts, completion_logprobs
 from app.server.metrics import Metrics
 from app.server.schemas import ChatCompletionRequest, CompletionRequest, ModelCard, ModelList
 
@@ -340,9 +342,12 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
                     yield chunk
                 events: list[TextEvent | DoneEvent] = [] if first is None else [first, *gen.ready()]
                 while True:
-                    text = "".join(e.text for e in events if isinstance(e, TextEvent))
-                    if text:
-                        yield fmt.text(text)
+                    texts = [e for e in events if isinstance(e, TextEvent)]
+                    text = "".join(e.text for e in texts)
+                    logprobs = tuple(lp for e in texts for lp in e.logprobs)
+                    if text or logprobs:
+                        for chunk in fmt.text(text, logprobs):
+                            yield chunk
                     for e in events:
                         if isinstance(e, DoneEvent):
                             for chunk in fmt.closing(e):
@@ -412,15 +417,26 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         req = await _parse(request, ChatCompletionRequest, state.max_body_bytes)
+        options = adapters.output_options(req)
         return await generate(
-            request, req, "chatcmpl", adapters.chat_to_generation, _ChatFormat, adapters.chat_completion
+            request,
+            req,
+            "chatcmpl",
+            adapters.chat_to_generation,
+            functools.partial(_ChatFormat, options=options),
+            functools.partial(adapters.chat_completion, options=options),
         )
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         req = await _parse(request, CompletionRequest, state.max_body_bytes)
         return await generate(
-            request, req, "cmpl", adapters.completion_to_generation, _CompletionFormat, adapters.completion
+            request,
+            req,
+            "cmpl",
+            adapters.completion_to_generation,
+            functools.partial(_CompletionFormat, logprobs=req.logprobs),
+            functools.partial(adapters.completion, logprobs=req.logprobs),
         )
 
 
@@ -446,30 +462,44 @@ class _StreamFormat:
     def opening(self) -> list[str]:
         return []
 
-    def text(self, text: str) -> str:
+    def text(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> list[str]:
         raise NotImplementedError
 
     def closing(self, done: DoneEvent) -> list[str]:
         raise NotImplementedError
 
 
+@dataclass
 class _ChatFormat(_StreamFormat):
+    options: adapters.OutputOptions | None = None
+
+    def __post_init__(self) -> None:
+        assert self.options is not None
+        self.stream = adapters.ChatStream(self.options, id=self.id, created=self.created, model=self.model)
+
     def opening(self) -> list[str]:
         return [_sse(adapters.chat_chunk(id=self.id, created=self.created, model=self.model, content="", role=True))]
 
-    def text(self, text: str) -> str:
-        return _sse(adapters.chat_chunk(id=self.id, created=self.created, model=self.model, content=text))
+    def text(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> list[str]:
+        return [_sse(c) for c in self.stream.text(text, logprobs)]
 
     def closing(self, done: DoneEvent) -> list[str]:
-        chunks = adapters.chat_final_chunks(
-            done.summary, id=self.id, created=self.created, model=self.model, include_usage=self.include_usage
-        )
-        return [_sse(c) for c in chunks]
+        return [_sse(c) for c in self.stream.closing(done.summary, self.include_usage)]
 
 
+@dataclass
 class _CompletionFormat(_StreamFormat):
-    def text(self, text: str) -> str:
-        return _sse(adapters.completion_chunk(id=self.id, created=self.created, model=self.model, text=text))
+    logprobs: int | None = None
+
+    def __post_init__(self) -> None:
+        self.texts = TokenTexts()
+
+    def text(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> list[str]:
+        lp = None
+        if self.logprobs is not None:
+            lp = completion_logprobs(logprobs, self.texts, with_top=self.logprobs > 0)
+        chunk = adapters.completion_chunk(id=self.id, created=self.created, model=self.model, text=text, logprobs=lp)
+        return [_sse(chunk)]
 
     def closing(self, done: DoneEvent) -> list[str]:
         chunks = adapters.completion_final_chunks(
