@@ -9,7 +9,7 @@ from typing import Any
 from app.engine.sampling import SamplingParams
 from app.engine.types import MAX_TOP_LOGPROBS, GenerationRequest, GenerationSummary, InvalidRequest
 from app.server import tools as tool_syntax
-from app.server.chat_output import ChatOutputParser, OutputPiece, parse_all
+from app.server.chat_output import ChatOutputParser, OutputPiece
 from app.server.errors import ApiError
 from app.server.logprobs import TokenTexts, chat_logprobs, completion_logprobs
 from app.server.schemas import (
@@ -203,9 +203,10 @@ class OutputOptions:
     tools: bool
     parallel: bool
     logprobs: bool
+    tool_names: frozenset[str] = frozenset()
 
     def parser(self) -> ChatOutputParser:
-        return ChatOutputParser(think=self.think, tools=self.tools, parallel=self.parallel)
+        return ChatOutputParser(think=self.think, tools=self.tools, parallel=self.parallel, tool_names=self.tool_names)
 
 
 def output_options(req: ChatCompletionRequest) -> OutputOptions:
@@ -214,6 +215,7 @@ def output_options(req: ChatCompletionRequest) -> OutputOptions:
         tools=bool(req.tools) and req.tool_choice != "none",
         parallel=req.parallel_tool_calls is not False,
         logprobs=bool(req.logprobs),
+        tool_names=frozenset(t.function.name for t in req.tools or ()),
     )
 
 
@@ -382,7 +384,9 @@ def _tool_call_out(call: tool_syntax.ToolCall) -> ToolCallOut:
 def chat_completion(
     summary: GenerationSummary, options: OutputOptions, *, id: str, created: int, model: str
 ) -> ChatCompletion:
-    out = parse_all(summary.text, think=options.think, tools=options.tools, parallel=options.parallel)
+    out = options.parser()
+    out.push(summary.text)
+    out.finish()
     calls = [_tool_call_out(c) for c in out.calls] or None
     message = AssistantMessage(
         content=out.content if (out.content or not calls) else None,

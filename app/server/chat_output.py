@@ -7,7 +7,7 @@ complete; a block that does not parse as a call is released as plain content, un
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,12 +39,14 @@ def _partial_tag(buf: str, tags: Sequence[str]) -> int:
 class ChatOutputParser:
     """Feed generated text with `push`, then call `finish`; each returns the pieces that are certain now."""
 
-    def __init__(self, *, think: bool, tools: bool, parallel: bool = True) -> None:
+    def __init__(self, *, think: bool, tools: bool, parallel: bool = True, tool_names: Collection[str] = ()) -> None:
         self.think = think
         self.tools = tools
         self.parallel = parallel
+        self.tool_names = frozenset(tool_names)
         self._buf = ""
-        self._mode: Literal["start", "content", "reasoning", "tool"] = "start"
+        self._mode: Literal["start", "content", "reasoning", "tool", "bare"] = "start"
+        self._answered = False  # content or a call was released: a bare-JSON call can no longer start
         self._strip_lead = False  # drop whitespace that only separated a block from the content after it
         self._ws = ""  # trailing whitespace of the content, held while a tool call may follow
         self.content = ""
@@ -65,10 +67,22 @@ class ChatOutputParser:
     def finish(self) -> list[OutputPiece]:
         out: list[OutputPiece] = []
         buf, self._buf = self._buf, ""
+        if self._mode == "bare":
+            calls = tool_syntax.parse_bare_calls(buf, self.tool_names)
+            if calls is not None:
+                for call in calls:
+                    self._call(call, out)
+                return out
+            self._mode = "content"  # not a call: read the held text as ordinary output
+            self._answered = True
+            self._buf = buf
+            while self._step(out):
+                pass
+            buf, self._buf = self._buf, ""
         if self._mode == "tool":
-            call = tool_syntax.parse_call(buf.strip())  # a call cut short of its closing tag (end of generation)
-            if call is not None:
-                self._call(call, out)
+            cut = tool_syntax.parse_call(buf.strip())  # a call cut short of its closing tag (end of generation)
+            if cut is not None:
+                self._call(cut, out)
             else:
                 self._content(tool_syntax.OPEN + buf, out, final=True)
         elif self._mode == "reasoning":
@@ -119,7 +133,16 @@ class ChatOutputParser:
             else:
                 self._call(call, out)
             return True
+        if self._mode == "bare":
+            return False  # held to the end: the whole answer is a call or it is content
         # content
+        if self.tools and self.tool_names and not self._answered:
+            lead = buf.lstrip()
+            if lead.startswith(("{", "[", "```")):
+                self._mode = "bare"
+                return True
+            if not lead or "```".startswith(lead):
+                return False
         i = buf.find(tool_syntax.OPEN) if self.tools else -1
         if i == -1:
             keep = _partial_tag(buf, (tool_syntax.OPEN,)) if self.tools else 0
@@ -137,6 +160,7 @@ class ChatOutputParser:
             out.append(OutputPiece("reasoning", text))
 
     def _call(self, call: ToolCall, out: list[OutputPiece]) -> None:
+        self._answered = True
         self._strip_lead = True
         self._ws = ""
         if self.calls and not self.parallel:
@@ -159,13 +183,16 @@ class ChatOutputParser:
         elif self.tools:
             text = text.rstrip() if self.calls else text
         if text:
+            self._answered = True
             self.content += text
             out.append(OutputPiece("content", text))
 
 
-def parse_all(text: str, *, think: bool, tools: bool, parallel: bool = True) -> ChatOutputParser:
+def parse_all(
+    text: str, *, think: bool, tools: bool, parallel: bool = True, tool_names: Collection[str] = ()
+) -> ChatOutputParser:
     """The whole output at once (non-streaming responses): read .content, .reasoning and .calls."""
-    parser = ChatOutputParser(think=think, tools=tools, parallel=parallel)
+    parser = ChatOutputParser(think=think, tools=tools, parallel=parallel, tool_names=tool_names)
     parser.push(text)
     parser.finish()
     return parser

@@ -7,8 +7,9 @@ Qwen2.5 / Hermes-style templates describe the tools in the system turn and ask t
 from __future__ import annotations
 
 import json
+import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,33 @@ def parse_call(body: str) -> ToolCall | None:
     if not isinstance(args, dict):
         return None
     return ToolCall(new_call_id(), data["name"], json.dumps(args, ensure_ascii=False))
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*\n(.*?)\n?```$", re.DOTALL)
+
+
+def parse_bare_calls(text: str, names: Collection[str]) -> list[ToolCall] | None:
+    """A whole answer that is only a call, or a list of calls, as JSON (optionally in a ```json fence): what
+    Qwen2.5-Coder writes instead of <tool_call> tags. Only names of the request's tools count, so ordinary JSON
+    answers stay content."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    if not body.startswith(("{", "[")):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    items = data if isinstance(data, list) else [data]
+    calls = []
+    for item in items:
+        call = parse_call(json.dumps(item)) if isinstance(item, dict) and item.get("name") in names else None
+        if call is None:
+            return None
+        calls.append(call)
+    return calls or None
 
 
 def template_message(message: Mapping[str, Any]) -> dict[str, Any]:
