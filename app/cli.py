@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-queue", type=int, default=8, metavar="N", help="waiting requests before 429")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this CORS origin")
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
+    p.add_argument("--chat-template-file", metavar="FILE", help="a Jinja chat template instead of the model's own")
     p.set_defaults(func=_lazy("app.server.cli", "run_serve"))
 
     p = sub.add_parser("calibrate", help="measure the draft-settings frontier on this device (Dynamic Draft)")

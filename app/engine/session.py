@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,7 @@ class EngineConfig:
     default_spec: SpecSettings | None = None
     # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
     server_binary: str | None = None
+    chat_template: str | None = None  # a Jinja chat template used instead of the GGUF's own (--chat-template-file)
 
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
@@ -82,8 +84,13 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
         n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
         flash_attn=getattr(args, "flash_attn", None) or "auto",
         server_binary=getattr(args, "server_binary", None),
+        chat_template=_read_text(getattr(args, "chat_template_file", None)),
         **extra,
     )
+
+
+def _read_text(path: str | None) -> str | None:
+    return Path(path).read_text(encoding="utf-8") if path else None
 
 
 def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPolicy:
@@ -242,7 +249,7 @@ class Session:
         assert request.messages is not None
         try:
             return render_chat(
-                self.model.chat_template,
+                self.config.chat_template or self.model.chat_template,
                 request.messages,
                 request.add_generation_prompt,
                 bos_token=self._bos_text,
