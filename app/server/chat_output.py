@@ -49,6 +49,7 @@ class ChatOutputParser:
         self._answered = False  # content or a call was released: a bare-JSON call can no longer start
         self._strip_lead = False  # drop whitespace that only separated a block from the content after it
         self._ws = ""  # trailing whitespace of the content, held while a tool call may follow
+        self._rws = ""  # trailing newlines of the reasoning, held while the closing tag may follow
         self.content = ""
         self.reasoning = ""
         self.calls: list[ToolCall] = []
@@ -101,7 +102,7 @@ class ChatOutputParser:
                 return True
             lead = buf.lstrip()
             if lead.startswith(THINK_OPEN):
-                self._buf = lead[len(THINK_OPEN) :].lstrip("\n")
+                self._buf = lead[len(THINK_OPEN) :]
                 self._mode = "reasoning"
                 return True
             if not lead or THINK_OPEN.startswith(lead):
@@ -115,7 +116,8 @@ class ChatOutputParser:
                 self._reasoning(buf[: len(buf) - keep], out)
                 self._buf = buf[len(buf) - keep :]
                 return False
-            self._reasoning(buf[:i].rstrip("\n"), out)
+            self._reasoning(buf[:i], out)
+            self._rws = ""
             self._buf = buf[i + len(THINK_CLOSE) :]
             self._mode = "content"
             self._strip_lead = True
@@ -155,9 +157,16 @@ class ChatOutputParser:
         return True
 
     def _reasoning(self, text: str, out: list[OutputPiece]) -> None:
-        if text:
-            self.reasoning += text
-            out.append(OutputPiece("reasoning", text))
+        # Newlines that only frame the block ("<think>\n ... \n</think>") are not reasoning: hold trailing ones until
+        # more text shows they were inside it.
+        if not self.reasoning:
+            text = text.lstrip("\n")
+        text = self._rws + text
+        kept = text.rstrip("\n")
+        self._rws = text[len(kept) :]
+        if kept:
+            self.reasoning += kept
+            out.append(OutputPiece("reasoning", kept))
 
     def _call(self, call: ToolCall, out: list[OutputPiece]) -> None:
         self._answered = True
