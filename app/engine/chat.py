@@ -46,6 +46,32 @@ def _compile(source: str) -> jinja2.Template:
         raise TemplateError(f"chat template does not parse: {e}") from e
 
 
+def tools_instruction(tools: Sequence[Mapping[str, Any]]) -> str:
+    """How to call `tools`, for a template that cannot show them itself (the syntax app/server/tools.py parses)."""
+    listed = "\n".join(_tojson(t) for t in tools)
+    return (
+        "You may call functions to answer. To call one, reply with only\n"
+        '<tool_call>\n{"name": "<function name>", "arguments": {<arguments as JSON>}}\n</tool_call>\n'
+        f"The functions:\n{listed}"
+    )
+
+
+def _with_tools(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with the tools described in the system message (added first when there is none)."""
+    out = [dict(m) for m in messages]
+    for m in out:  # calls in the history, written as the model was asked to write them
+        for call in m.pop("tool_calls", None) or ():
+            fn = call.get("function") or call
+            body = _tojson({"name": fn.get("name"), "arguments": fn.get("arguments")})
+            m["content"] = f"{m.get('content') or ''}\n<tool_call>\n{body}\n</tool_call>".lstrip()
+    text = tools_instruction(tools)
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = f"{out[0].get('content') or ''}\n\n{text}".lstrip()
+    else:
+        out.insert(0, {"role": "system", "content": text})
+    return out
+
+
 def render_chat(
     template: str | None,
     messages: Sequence[Mapping[str, Any]],
@@ -60,7 +86,10 @@ def render_chat(
     `tools` (OpenAI tool definitions) and `extra` (chat_template_kwargs, e.g. enable_thinking) are template
     variables; `extra` cannot replace the messages or the special tokens.
     """
-    tmpl = _compile(template or CHATML)
+    source = template or CHATML
+    tmpl = _compile(source)
+    if tools and "tools" not in source:
+        messages = _with_tools(messages, tools)  # llama.cpp's server does the same for templates without tools
     try:
         variables = dict(extra or {})
         variables.update(
