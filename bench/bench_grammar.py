@@ -43,15 +43,17 @@ class Meter:
     def __init__(self) -> None:
         self.seconds = 0.0
         self.calls = 0
+        self.full = 0  # masks over the whole vocabulary
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*a: Any, **kw: Any) -> Any:
+        def timed(grammar: Grammar, buf: Any) -> Any:
             t0 = time.perf_counter()
             try:
-                return fn(*a, **kw)
+                return fn(grammar, buf)
             finally:
                 self.seconds += time.perf_counter() - t0
                 self.calls += 1
+                self.full += int(buf.shape[0] == grammar.n_vocab)
 
         return timed
 
@@ -102,7 +104,7 @@ def main() -> None:
     grammar_mod.Grammar._apply = meter.wrap(grammar_mod.Grammar._apply)  # type: ignore[method-assign]
     for temp in (0.0, 0.8):
         for spec in (PLAIN, SpecSettings("draft", 4), SpecSettings("lookup", 8)):
-            meter.seconds, meter.calls = 0.0, 0
+            meter.seconds, meter.calls, meter.full = 0.0, 0, 0
             d0 = s.ctx.decode_s
             req = GenerationRequest(
                 messages=({"role": "user", "content": PROMPT},),
@@ -120,7 +122,7 @@ def main() -> None:
                 f"T={temp} {spec.source:>6}: {len(summary.tokens)} tokens ({ok} JSON), {rows} rows, grammar "
                 f"{meter.seconds * 1000 / rows:.2f} ms/row ({meter.calls / rows:.1f} calls/row) vs decode "
                 f"{dec / rows:.1f} ms/row: {meter.seconds * 1000 / max(dec, 1e-9) * 100:.1f}% of the decode, "
-                f"{meter.seconds * 1000 / rows / one * 100:.1f}% of a single-token decode"
+                f"{meter.seconds * 1000 / rows / one * 100:.1f}% of a single-token decode; {meter.full} full masks"
             )
     s.close()
 
