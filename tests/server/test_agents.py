@@ -207,3 +207,20 @@ def test_tool_choice_named_forces_a_parsed_call(client: openai.OpenAI) -> None:
         call = out.message.tool_calls[0]
         assert call.function.name == "get_weather" and call.id.startswith("call_")
         assert isinstance(json.loads(call.function.arguments)["city"], str)
+
+
+def test_a_malformed_call_from_the_model_is_plain_content(client: openai.OpenAI) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    broken = 'root ::= "<tool_call>\\n{\\"name\\": f, oops}\\n</tool_call>"'
+    for stream in (False, True):
+        resp = _chat(client, LOOKUP, max_tokens=30, tools=tools, stream=stream, extra_body={"grammar": broken})
+        if stream:
+            chunks = [c for c in resp if c.choices]
+            assert not any(c.choices[0].delta.tool_calls for c in chunks)
+            content = "".join(c.choices[0].delta.content or "" for c in chunks)
+            reason = chunks[-1].choices[0].finish_reason
+        else:
+            content, reason = resp.choices[0].message.content, resp.choices[0].finish_reason
+            assert resp.choices[0].message.tool_calls is None
+        assert content == '<tool_call>\n{"name": f, oops}\n</tool_call>'
+        assert reason == "stop"
