@@ -48,7 +48,10 @@ def _compile(vocab_ptr: object, gbnf: str, root: str) -> object:
         with _stderr_to(sink):
             ptr = L.llama_sampler_init_grammar(vocab_ptr, gbnf.encode("utf-8"), root.encode("utf-8"))
         sink.seek(0)
-        printed = sink.read().decode("utf-8", "replace")
+        raw = sink.read()
+    if raw:
+        os.write(2, raw)  # whatever was printed meanwhile (the parser's report, another thread's log) still shows
+    printed = raw.decode("utf-8", "replace")
     if not ptr:
         # The parser prints "parse: error parsing grammar: <reason>" followed by the grammar itself.
         found = re.search(r"error parsing grammar: ([^\n]*)", printed)

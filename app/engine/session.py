@@ -402,7 +402,7 @@ class Session:
                     token = constrained_draw(logits, params, history, run.grammar, run.rng)
                 run.grammar.accept(token)
             except GrammarError as e:
-                raise EngineError(f"constrained decoding failed: {e}") from e
+                raise InvalidRequest(f"constrained decoding failed: {e}") from e
             return token
         if params.greedy:
             return greedy_token(logits, params, history)
@@ -475,7 +475,7 @@ class Session:
             try:
                 verdict = verify_constrained(ctx.logits, draft_tokens, params, history, run.grammar, run.rng)
             except GrammarError as e:
-                raise EngineError(f"constrained decoding failed: {e}") from e
+                raise InvalidRequest(f"constrained decoding failed: {e}") from e
         elif params.greedy:
             targets = [
                 greedy_token(ctx.logits(i), params, history + draft_tokens[:i]) for i in range(len(draft_tokens) + 1)
