@@ -149,6 +149,8 @@ def _message(m: ChatMessage, i: int) -> dict[str, Any]:
         out["tool_call_id"] = m.tool_call_id
     if m.name is not None:
         out["name"] = m.name
+    if m.reasoning_content is not None:
+        out["reasoning_content"] = m.reasoning_content  # reasoning templates decide whether past thinking is shown
     return out
 
 
