@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 from app.engine.sampling import SamplingParams
 from app.engine.types import GenerationRequest, GenerationSummary, TextEvent
 from app.gui.bridge import GenerationBridge
+from app.gui.reply_parts import Segment, ThinkingBox, ToolCallsView, split_reply
 from app.gui.store import DEFAULT_TITLE, ChatStore, Conversation, Message
 from app.speculative.settings import PLAIN, SpecSettings
 
@@ -104,6 +105,7 @@ def build_request(conv: Conversation, history: list[Message]) -> GenerationReque
         ),
         speculative=spec_from_settings(s),
         request_id=f"gui-{conv.id}-{int(time.time() * 1000)}",
+        echo_open_think=True,  # a template that opens <think> in the prompt: the reply still shows its thinking
     )
 
 
@@ -248,6 +250,10 @@ class MessageWidget(QFrame):
         lay.setSpacing(2)
         lay.addLayout(head)
         lay.addWidget(self.body)
+        self.thinking = ThinkingBox()  # collapsed under the answer
+        self.tool_calls = ToolCallsView()
+        lay.addWidget(self.tool_calls)
+        lay.addWidget(self.thinking)
         lay.addWidget(self.stats_label)
         self.stats_label.setVisible(False)
         if message is not None:
@@ -255,12 +261,25 @@ class MessageWidget(QFrame):
             if message.stats:
                 self.set_stats(message.stats)
 
-    def set_text(self, text: str, segments: list[tuple[str, int, int]] | None = None) -> None:
+    def set_text(
+        self, text: str, segments: list[tuple[str, int, int]] | None = None, counts: list[Segment] | None = None
+    ) -> None:
+        """Show `text`; `segments` highlights drafted tokens (the raw reply), `counts` gives thinking its tokens."""
         self.content = text
         if segments is not None:
             self.body.render_highlighted(segments)
+            self.thinking.setVisible(False)
+            self.tool_calls.setVisible(False)
         elif self.role == "user":
             self.body.setPlainText(text)  # users type plain text; don't reinterpret their * and _
+        elif self.role == "assistant":
+            if counts is None and self.message is not None and self.message.stats:
+                counts = [tuple(x) for x in self.message.stats.get("segments") or []] or None  # type: ignore[misc]
+            parts = split_reply(text, counts)
+            self.body.render_markdown(parts.content or ("…" if parts.thinking else ""))
+            self.body.setVisible(bool(parts.content) or parts.thinking or not (parts.reasoning or parts.calls))
+            self.thinking.show_parts(parts)
+            self.tool_calls.show_calls(parts.calls)
         else:
             self.body.render_markdown(text)
 
@@ -787,7 +806,7 @@ class ChatPanel(QWidget):
         if r is None or not r.dirty or r.widget is None:
             return
         r.dirty = False
-        r.widget.set_text(r.text or "…", r.segments if self.highlight.isChecked() else None)
+        r.widget.set_text(r.text or "…", r.segments if self.highlight.isChecked() else None, r.segments)
 
     def _on_finished(self) -> None:
         r = self.reply
@@ -805,7 +824,7 @@ class ChatPanel(QWidget):
         if r.widget is not None:
             if saved is not None:
                 r.widget.message = saved
-                r.widget.set_text(saved.content, r.segments if self.highlight.isChecked() else None)
+                r.widget.set_text(saved.content, r.segments if self.highlight.isChecked() else None, r.segments)
                 r.widget.set_stats(saved.stats or {})
             else:
                 r.widget.deleteLater()

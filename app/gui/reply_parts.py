@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.server.chat_output import ChatOutputParser
 from app.server.tools import ToolCall
@@ -54,10 +54,11 @@ class ThinkingBox(QWidget):
         self.toggle.setAutoRaise(True)
         self.toggle.setStyleSheet("QToolButton { color: #666; font-size: 11px; border: none; }")
         self.toggle.toggled.connect(self._toggled)
-        self.text = QPlainTextEdit()
-        self.text.setReadOnly(True)
-        self.text.setStyleSheet("QPlainTextEdit { color: #555; background: #f7f7f8; border: none; }")
-        self.text.setMaximumHeight(220)
+        self.text = QLabel()  # sized to its text, so an open box takes only the room its thinking needs
+        self.text.setTextFormat(Qt.TextFormat.PlainText)
+        self.text.setWordWrap(True)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text.setStyleSheet("QLabel { color: #555; background: #f7f7f8; padding: 4px; }")
         self.text.setVisible(False)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -72,8 +73,8 @@ class ThinkingBox(QWidget):
             return
         count = "" if parts.reasoning_tokens is None else f" · {parts.reasoning_tokens} tokens"
         self.toggle.setText(("Thinking…" if parts.thinking else "Thought") + count)
-        if self.text.toPlainText() != parts.reasoning:
-            self.text.setPlainText(parts.reasoning)
+        if self.text.text() != parts.reasoning:
+            self.text.setText(parts.reasoning)
         self.setVisible(True)
 
     def _toggled(self, on: bool) -> None:
@@ -96,7 +97,7 @@ class ToolCallsView(QLabel):
             self.setVisible(False)
             return
         rows = "".join(
-            f"<div style='background:#eef3ea; padding:4px; margin:2px 0;'>🔧 <b>{html.escape(c.name)}</b>"
+            f"<div style='background:#eef3ea; padding:4px; margin:2px 0;'><b>{html.escape(c.name)}</b>"
             f"<code>({html.escape(c.arguments)})</code></div>"
             for c in calls
         )
