@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.policy.fingerprint import FLASH_ATTN_MODES
+from app.runtime.device import FLASH_ATTN_MODES
 
 FLASH_ATTN_HELP = "flash attention, as llama.cpp's -fa (default: auto; recalibrate after changing it)"
 
@@ -153,10 +152,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_app()
     return int(args.func(args))
-
-
-def print_json(obj: object) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
 if __name__ == "__main__":

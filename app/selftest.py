@@ -20,11 +20,11 @@ def run_self_test() -> int:
         ok = False
     else:
         try:
-            from app.engine.llama import system_info
-            from app.engine.sampling import SamplingParams
             from app.engine.session import EngineConfig
             from app.engine.types import GenerationRequest
             from app.engine.worker import Engine
+            from app.runtime.llama import system_info
+            from app.runtime.sampling import SamplingParams
 
             t0 = time.perf_counter()
             with Engine(EngineConfig(model=str(model), n_ctx=512)) as engine:

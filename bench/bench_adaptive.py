@@ -13,10 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN, SpecSettings
 
 STATIC = [

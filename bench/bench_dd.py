@@ -11,10 +11,10 @@ import statistics
 import time
 
 from app.calibration.runner import FIXED_BASELINE, build_messages, corpus_text, default_plan, run_calibration
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN, SpecSettings
 
 HELD_OUT_INSTRUCTION = "\n\nWrite a numbered list of the five most important facts in the document above."

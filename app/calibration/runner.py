@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import cast
 
-from app.engine.sampling import SamplingParams
+from app.engine.runtime import Runtime
 from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
 from app.policy.report import comparison_rows, to_csv, to_markdown
 from app.policy.store import TableStore
 from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
+from app.runtime.sampling import SamplingParams
+from app.speculative import registry
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 
@@ -72,35 +75,30 @@ class Result:
     unsafe: list[str] = field(default_factory=list)
 
 
-def candidates(has_draft: bool, mode: str) -> tuple[SpecSettings, ...]:
-    """The settings grid. Plain decoding is always first; prompt lookup is always available."""
+def candidates(loaded: Collection[str], mode: str) -> tuple[SpecSettings, ...]:
+    """The settings grid: plain decoding first, then each loaded source's own grid (registry order), then the pool
+    (which picks source and depth itself) where it has a source to choose besides the cheap peeks."""
     out: list[SpecSettings] = [PLAIN]
-    if has_draft:
-        if mode == "full":
-            out += [SpecSettings("draft", n, 0, p) for n in (1, 2, 3, 4, 6, 8) for p in (0.0, 0.25, 0.5, 0.75)]
-        else:
-            # Quick must cover the 1.5B/0.5B pair up to 4k context in 10 minutes on a 2-core CPU: a coarse depth
-            # ladder, one confidence stop, and the adaptive/pool variants (which pick depth and source themselves).
-            out += [SpecSettings("draft", n, 0, 0.0) for n in (2, 4, 8)]
-            out.append(SpecSettings("draft", 4, 0, 0.5))
-        out += [SpecSettings("draft", 8, 0, 0.0, adaptive=True), SpecSettings("pool", 8, 0, 0.0)]
-    if mode == "full":
-        out += [SpecSettings("lookup", n, 0, 0.0) for n in (2, 4, 8)]
-    out.append(SpecSettings("lookup", 8, 0, 0.0, adaptive=True))
+    for cls in registry.sources():
+        if cls.name in loaded:
+            out += cls.calibration_grid(mode)
+    if registry.unavailable(registry.POOL, loaded) is None:
+        out.append(SpecSettings(registry.POOL, 8, 0, 0.0))
     return tuple(out)
 
 
-def require_bundled(session: Session) -> None:
+def require_bundled(runtime: Runtime) -> Session:
     """Calibration drives llama.cpp contexts in-process; an external llama-server offers no such access."""
-    if not isinstance(session, Session):
+    if not runtime.capabilities.calibrate:
         raise EngineError(
             "calibration measures the bundled runtime; it is not available with an external llama-server "
             "(--server-binary): run it without that flag"
         )
+    return cast(Session, runtime)  # the runtime that can calibrate is the bundled Session
 
 
-def default_plan(session: Session, mode: str = "quick", budget_min: float | None = None) -> Plan:
-    require_bundled(session)
+def default_plan(runtime: Runtime, mode: str = "quick", budget_min: float | None = None) -> Plan:
+    session = require_bundled(runtime)
     gen = 64 if mode == "quick" else 2048
     limit = session.ctx.n_ctx - gen - 64
     points = (512, 1024, 2048, 4096) if mode == "quick" else (512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -108,7 +106,7 @@ def default_plan(session: Session, mode: str = "quick", budget_min: float | None
     budget = budget_min * 60.0 if budget_min else (600.0 if mode == "quick" else None)
     return Plan(
         contexts=contexts,
-        candidates=candidates("draft" in session.sources, mode),
+        candidates=candidates(session.sources, mode),
         gen_tokens=gen,
         repeats=2 if mode == "quick" else 3,
         budget_s=budget,
@@ -173,7 +171,7 @@ def _run_once(
 
 
 def run_calibration(
-    session: Session,
+    runtime: Runtime,
     plan: Plan,
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
@@ -183,11 +181,10 @@ def run_calibration(
     """Run the sweep on the engine thread's session; returns the result and (unless dry_run) saves the table."""
     from app.engine.identity import session_fingerprint
 
-    require_bundled(session)
+    session = require_bundled(runtime)
     t_start = time.perf_counter()
     fingerprint = session_fingerprint(session)
-    usable = [c for c in plan.candidates if c.source in session.sources or c.is_plain or c.source == "pool"]
-    usable = [c for c in usable if c.source != "pool" or "draft" in session.sources]
+    usable = [c for c in plan.candidates if c.is_plain or registry.unavailable(c.source, session.sources) is None]
     corpus = corpus_text()
     n_ctx = len(plan.contexts)
     total_runs = n_ctx * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
@@ -297,7 +294,7 @@ def run_calibration(
         build_rows(measurements),
         notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy",
     )
-    fixed = FIXED_BASELINE if "draft" in session.sources else None
+    fixed = FIXED_BASELINE if FIXED_BASELINE.source in session.sources else None
     rows = comparison_rows(table, fixed=fixed)
     saved = None
     if not dry_run:
@@ -320,7 +317,3 @@ def plan_with(plan: Plan, **changes: object) -> Plan:
     from dataclasses import replace
 
     return replace(plan, **changes)  # type: ignore[arg-type]
-
-
-def settings_labels(settings: Sequence[SpecSettings]) -> list[str]:
-    return [s.label() for s in settings]

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 
+from app.engine.runtime import Capabilities
 from app.engine.session import EngineConfig, adds_bos, check_prompt_fits, choose_settings, policy_without_table
 from app.engine.types import (
     ContextLengthExceeded,
@@ -23,13 +24,17 @@ from app.engine.types import (
     TextEvent,
     Timings,
 )
-from app.models.external import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
+from app.runtime.llama_server import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
+from app.speculative.registry import NONE, POOL
 from app.speculative.settings import PLAIN, SpecSettings
+from app.speculative.sources import DraftModelSource
 
 # llama-server's stop_type → the engine's finish reasons ("word": a stop string matched).
 _FINISH: dict[str, FinishReason] = {"eos": "stop", "word": "stop", "limit": "length"}
 _TIMING_FIELDS = tuple(Timings.__dataclass_fields__)
+# llama-server drafts only with its draft model (-md): no lookup, pool or adaptive length.
+SERVER_SOURCES = (DraftModelSource.name,)
 NO_TABLE_MESSAGE = (
     "Dynamic Draft tables are measured with the bundled runtime; on an external llama-server the configured "
     "default runs (still decided on the exact prompt-token count)"
@@ -126,7 +131,16 @@ class ExternalSession:
         self.policy = policy_without_table(config, NO_TABLE_MESSAGE)
         self.dd_status = NO_TABLE_MESSAGE
 
-    # -- the Session interface ------------------------------------------------------------------------------------
+    # -- the Runtime interface ------------------------------------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        sources = SERVER_SOURCES if self.config.draft is not None else ()
+        return Capabilities(calibrate=False, sources=sources, pool=False, adaptive=False)
+
+    def status(self) -> str:
+        """Its build and which per-request fields it honours."""
+        return self.features.describe()
+
     @property
     def caps(self) -> DraftCaps:
         return self._caps
@@ -160,10 +174,15 @@ class ExternalSession:
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request on the server; yields TextEvents and ends with a DoneEvent. Raises EngineError subclasses."""
         spec = request.speculative
-        if request.pool or (spec is not None and (spec.source in ("lookup", "pool") or spec.adaptive)):
+        can = self.capabilities
+        if spec is not None and (
+            spec.source not in (NONE, POOL, *SERVER_SOURCES)
+            or (spec.source == POOL and not can.pool)
+            or (spec.adaptive and not can.adaptive)
+        ):
+            what = "adaptive length" if spec.adaptive else f"speculative.source {spec.source!r}"
             raise InvalidRequest(
-                "an external llama-server drafts only with its draft model (-md): speculative.source "
-                "'lookup'/'pool' and adaptive length need the bundled runtime"
+                f"an external llama-server drafts only with its draft model (-md): {what} needs the bundled runtime"
             )
         wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
         wanted["chat_template_kwargs"] = bool(request.template_kwargs)
@@ -173,7 +192,7 @@ class ExternalSession:
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
         check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
-        settings, record = choose_settings(self.policy, self.caps, n_prompt, spec, self.config.draft is not None)
+        settings, record = choose_settings(self.policy, self.caps, n_prompt, spec, self.capabilities.sources)
         sent, ignored, ran = speculative_fields(settings, self.start_settings, self.features)
         body = self._completion_body(request, prompt) | sent
 
@@ -276,8 +295,3 @@ class ExternalSession:
                 f"llama-server is not running (exit code {code}); its log ends with:\n{self.server.logs(15)}"
             )
         return EngineError(f"llama-server connection failed: {type(e).__name__}: {e}")
-
-
-def describe_runtime(session: object) -> str | None:
-    """For an external server: its build and which per-request fields it honours; None for the bundled runtime."""
-    return session.features.describe() if isinstance(session, ExternalSession) else None

@@ -6,30 +6,29 @@ import argparse
 import json
 import sys
 
-from app.engine.sampling import SamplingParams
 from app.engine.session import config_from_args
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEvent, TextEvent
 from app.engine.worker import Engine
-from app.speculative.settings import PLAIN, SpecSettings
+from app.runtime.sampling import SamplingParams
+from app.speculative.registry import POOL
+from app.speculative.settings import PLAIN, SpecSettings, from_intent
+from app.speculative.sources import PromptLookupSource
 
 
 def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
     """The request-level override the flags ask for, or None to let Dynamic Draft / defaults decide."""
     if args.no_spec:
         return PLAIN
-    source = "lookup" if args.lookup else ("draft" if args.draft else None)
-    if args.pool:
-        source = "pool"
+    source = POOL if args.pool else (PromptLookupSource.name if args.lookup else None)
     explicit = args.spec_n_max is not None or args.spec_p_min is not None or args.adaptive or args.pool or args.lookup
     if not explicit:
         return None
-    if source is None:
-        source = "lookup"
-    return SpecSettings(
-        source=source,  # type: ignore[arg-type]
-        n_max=args.spec_n_max if args.spec_n_max is not None else 8,
+    return from_intent(
+        source,
+        draft_loaded=args.draft is not None,
+        n_max=args.spec_n_max,
         n_min=args.spec_n_min,
-        p_min=args.spec_p_min if args.spec_p_min is not None else 0.0,
+        p_min=args.spec_p_min,
         adaptive=args.adaptive,
     )
 
@@ -51,7 +50,6 @@ def run_generate(args: argparse.Namespace) -> int:
             sampling=sampling,
             stop=tuple(args.stop),
             speculative=spec,
-            pool=args.pool,
         )
     except ValueError as e:
         print(f"dynadraft generate: {e}", file=sys.stderr)

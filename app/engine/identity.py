@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from app.models.packaged import sha256_file
+from app.models.integrity import sha256_file
 from app.paths import get_paths
 from app.policy.fingerprint import Fingerprint
+
+if TYPE_CHECKING:
+    from app.engine.session import Session
+    from app.policy.store import TableStore
+from app.runtime.device import best_accelerator, cpu_name
 
 
 def cached_sha256(path: str | Path) -> str:
@@ -33,22 +38,10 @@ def cached_sha256(path: str | Path) -> str:
     return digest
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def active_device(n_gpu_layers: int) -> tuple[str, str]:
     """(backend, device name) that runs the model: the accelerator layers go to when offloading, else the CPU."""
     if n_gpu_layers != 0:
         try:
-            from app.engine.device import best_accelerator
-
             # Software Vulkan (lavapipe) counts too: it is what runs when GGML_VK_VISIBLE_DEVICES selects it.
             acc = best_accelerator(allow_software=True)
             if acc is not None:
@@ -64,7 +57,7 @@ def llama_build() -> str:
     return f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')}"
 
 
-def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
+def session_fingerprint(session: Session) -> Fingerprint:
     """The calibration fingerprint of a loaded Session (target/draft hashes, device, context settings)."""
     cfg = session.config
     backend, device = active_device(cfg.n_gpu_layers)
@@ -82,7 +75,7 @@ def session_fingerprint(session) -> Fingerprint:  # type: ignore[no-untyped-def]
     )
 
 
-def calibration_store(model: str, draft: str | None):  # type: ignore[no-untyped-def]
+def calibration_store(model: str, draft: str | None) -> TableStore:
     """The table store for one target/draft pair: a folder per pair, so calibrating another pair does not replace
     this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes."""
     import re

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,11 +13,8 @@ from typing import Any
 import numpy as np
 
 from app.engine.chat import TemplateError, TextStream, render_chat
-from app.engine.device import resolve_flash_attn
-from app.engine.grammar import Grammar, GrammarError
-from app.engine.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
 from app.engine.logprobs import token_logprob
-from app.engine.sampling import distribution, draw, greedy_token
+from app.engine.runtime import Capabilities
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,
@@ -32,12 +29,17 @@ from app.engine.types import (
     TokenLogprob,
 )
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
+from app.runtime.device import resolve_flash_attn
+from app.runtime.grammar import Grammar, GrammarError
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.runtime.sampling import distribution, draw, greedy_token
+from app.speculative import registry
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
 from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
 from app.speculative.settings import PLAIN, SpecSettings
-from app.speculative.sources import Draft, DraftModelSource, DraftSource, PromptLookupSource, load_draft_model
+from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
-from app.speculative.verify import verify_greedy, verify_sampled
+from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +108,12 @@ def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPoli
 
 
 def choose_settings(
-    policy: DynamicDraftPolicy, caps: DraftCaps, n_prompt: int, override: SpecSettings | None, draft_loaded: bool
+    policy: DynamicDraftPolicy, caps: DraftCaps, n_prompt: int, override: SpecSettings | None, loaded: Collection[str]
 ) -> tuple[SpecSettings, DecisionRecord]:
-    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way)."""
-    if override is not None and override.source in ("draft", "pool") and not draft_loaded:
-        raise InvalidRequest(f"speculative.source {override.source!r} needs a draft model; none is loaded")
+    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way); `loaded`: the
+    draft sources the runtime has, which an override must be able to run on."""
+    if override is not None and (why := registry.unavailable(override.source, loaded)):
+        raise InvalidRequest(f"speculative.source {override.source!r} {why}")
     return policy.decide(n_prompt, override, caps)
 
 
@@ -156,6 +159,22 @@ class _Run:
     grammar: Grammar | None = None  # the output's grammar, advanced by every committed token
     logprobs: list[TokenLogprob] = field(default_factory=list)
     logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
+    step_logprobs: list[TokenLogprob] | None = None  # the current step's, read from its verify rows
+
+
+@dataclass
+class _StepDraft:
+    """What one step drafted: the source (None: plain decode), the depth allowed and the proposed tokens."""
+
+    src: DraftSource | None
+    depth: int
+    tokens: list[int] = field(default_factory=list)
+    dists: list[np.ndarray | None] = field(default_factory=list)
+    draft_ms: float = 0.0
+
+    @property
+    def source_name(self) -> str:
+        return self.src.name if (self.src is not None and self.depth > 0) else "none"
 
 
 def top2_margin(logits: np.ndarray) -> float:
@@ -184,20 +203,26 @@ class Session:
             self.model.close()
             raise
         self.draft_model: Model | None = None
-        self.sources: dict[str, DraftSource] = {"lookup": PromptLookupSource()}
+        dctx = None
         if config.draft:
             dl = config.n_gpu_layers if config.draft_n_gpu_layers is None else config.draft_n_gpu_layers
             self.draft_model, dctx = load_draft_model(
                 self.model, config.draft, ctx_params, ModelParams(dl, config.use_extra_bufts)
             )
-            self.sources["draft"] = DraftModelSource(dctx)
+        # Every registered source that can run here, in registry order (see app/speculative/registry.py).
+        env = SourceEnv(self.model, self.ctx, dctx)
+        self.sources: dict[str, DraftSource] = {}
+        for cls in registry.sources():
+            source = cls.create(env)
+            if source is not None:
+                self.sources[cls.name] = source
         self.policy = policy_without_table(config, "")
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
         self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
-        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), "draft" in self.sources)
+        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None)
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
@@ -205,6 +230,15 @@ class Session:
         self.reload_policy()
 
     # -- public helpers -------------------------------------------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(calibrate=True, sources=tuple(self.sources), pool=True, adaptive=True)
+
+    def status(self) -> str:
+        from app.engine.identity import llama_build
+
+        return f"bundled {llama_build()}"
+
     @property
     def caps(self) -> DraftCaps:
         """The draft allocation: the configured depth cap, never more than one verify batch can hold."""
@@ -271,8 +305,7 @@ class Session:
 
     def close(self) -> None:
         for src in self.sources.values():
-            if isinstance(src, DraftModelSource):
-                src.ctx.close()
+            src.close()
         self.ctx.close()
         if self.draft_model:
             self.draft_model.close()
@@ -280,7 +313,7 @@ class Session:
 
     # -- settings -------------------------------------------------------------------------------------------------
     def _choose_settings(self, n_prompt: int, override: SpecSettings | None) -> tuple[SpecSettings, DecisionRecord]:
-        return choose_settings(self.policy, self.caps, n_prompt, override, "draft" in self.sources)
+        return choose_settings(self.policy, self.caps, n_prompt, override, self.sources)
 
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
@@ -323,10 +356,10 @@ class Session:
             stream=TextStream(request.stop),
             grammar=grammar,
         )
-        if request.pool or settings.source == "pool":
-            drafting: list[str] = [name for name in ("draft", "lookup") if name in self.sources]
+        if settings.source == registry.POOL:
+            arms = registry.pool_arms(self.sources)
             run.pool = SourcePool(
-                drafting, settings.n_min, settings.n_max, verify_ms=self._verify_ms, step_cost=self.pool_step_cost
+                arms, settings.n_min, settings.n_max, verify_ms=self._verify_ms, step_cost=self.pool_step_cost
             )
         elif settings.adaptive and not settings.is_plain:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
@@ -417,57 +450,97 @@ class Session:
         return [token_logprob(self.ctx.logits(r), t, k, piece) for t, r in zip(tokens, rows, strict=True)]
 
     def _source_for_step(self, run: _Run, history: list[int]) -> tuple[DraftSource | None, int, Draft | None]:
-        """The source and depth for this step; with the pool, also a prompt-lookup draft it already made."""
+        """The source and depth for this step; with the pool, also a cheap peek's draft it already made."""
         if self.speculation_disabled_reason:
             run.arm = "none"
             return None, 0, None
         if run.pool is not None:
-            # A lookup proposal costs microseconds, so make it first: lookup competes only when it has a match.
-            peek = None
-            available = {"draft"} if "draft" in self.sources else set()
-            if "lookup" in self.sources:
-                s = run.settings
-                peek = self.sources["lookup"].propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)
-                if peek.tokens:
-                    available.add("lookup")
+            # A cheap peek (prompt lookup) costs microseconds, so make it first: it competes only when it has a draft.
+            peeks: dict[str, Draft] = {}
+            available: set[str] = set()
+            for name in run.pool.arms:
+                src = self.sources.get(name)
+                if src is None:
+                    continue
+                if type(src).cheap_peek:
+                    s = run.settings
+                    peek = src.propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)
+                    if not peek.tokens:
+                        continue
+                    peeks[name] = peek
+                available.add(name)
             name, k = run.pool.choose(available)
             run.arm = name
-            if name == "none":
+            if name == registry.NONE:
                 return None, 0, None
-            return self.sources.get(name), k, (peek if name == "lookup" else None)
+            return self.sources.get(name), k, peeks.get(name)
         s = run.settings
         if s.is_plain:
             return None, 0, None
         return self.sources.get(s.source), (run.adaptive.next_length() if run.adaptive else s.n_max), None
 
     def _step(self, run: _Run) -> Iterator[Event]:
-        """One target decode of [last] + draft; accept a prefix of the draft and the target's own next token."""
-        ctx = self.ctx
+        """One speculative step: draft, verify [last] + draft in one target decode, restore after a rejection,
+        then emit the accepted tokens plus the target's own next one and let the step's observers learn from it."""
         history = run.prompt + run.generated  # the last token is committed but not yet in the KV cache
-        last = history[-1]
-        n_kv = len(ctx.tokens)  # == len(history) - 1
+        n_kv = len(self.ctx.tokens)  # == len(history) - 1
+        draft = self._draft(run, history)
+        checkpoint = self._checkpoint(draft)
+        t0 = time.perf_counter()
+        verdict = self._verify(run, history, draft)
+        a = verdict.n_accepted
+        if a < len(draft.tokens):
+            self._restore_after_rejection(history, draft, a, n_kv, checkpoint)
+        verify_ms = (time.perf_counter() - t0) * 1000.0
+        if draft.src is not None:
+            draft.src.rollback(n_kv + 1 + a)
+        n_before = len(run.generated)
+        self._observe(run, draft, a, verify_ms)
+        yield from self._emit(run, [*draft.tokens[:a], verdict.next_token], n_drafted=a, lps=run.step_logprobs)
+        yield StepEvent(
+            index=run.steps,
+            source=draft.source_name,
+            depth=draft.depth,
+            drafted=len(draft.tokens),
+            accepted=a,
+            emitted=len(run.generated) - n_before,
+            draft_ms=round(draft.draft_ms, 3),
+            verify_ms=round(verify_ms, 3),
+            t=time.perf_counter(),
+            n_generated=len(run.generated),
+        )
+
+    def _draft(self, run: _Run, history: list[int]) -> _StepDraft:
+        """Pick this step's source and depth and let it propose; an empty draft means a plain decode."""
+        ctx = self.ctx
         remaining = run.request.max_tokens - len(run.generated)
         src, depth, ready = self._source_for_step(run, history)
         # Never draft past the context window or the tokens still wanted (the target adds one of its own).
         depth = max(0, min(depth, ctx.n_ctx - len(history) - 1, remaining - 1, ctx.n_batch - 1))
-        draft_tokens: list[int] = []
-        dists: list[np.ndarray | None] = []
-        draft_ms = 0.0
+        draft = _StepDraft(src, depth)
         if src is not None and depth > 0:
             s = run.settings
             d = ready or src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
-            draft_tokens, dists, draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+            draft.tokens, draft.dists, draft.draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+        return draft
 
-        checkpoint = None
-        if draft_tokens and self.model.is_recurrent:
-            try:
-                checkpoint = ctx.save_state()
-            except LlamaError as e:
-                self._disable_speculation(f"cannot checkpoint the recurrent state for rollback ({e})")
-                draft_tokens, dists = [], []
-        t0 = time.perf_counter()
+    def _checkpoint(self, draft: _StepDraft) -> Any:
+        """Recurrent memory cannot drop rejected positions: save its state first (or give up speculating)."""
+        if not (draft.tokens and self.model.is_recurrent):
+            return None
         try:
-            ctx.decode([last, *draft_tokens], logits_from=0)
+            return self.ctx.save_state()
+        except LlamaError as e:
+            self._disable_speculation(f"cannot checkpoint the recurrent state for rollback ({e})")
+            draft.tokens, draft.dists = [], []
+            return None
+
+    def _verify(self, run: _Run, history: list[int], draft: _StepDraft) -> Verdict:
+        """Decode [last] + draft once and accept the longest prefix the target agrees with (greedy or sampled)."""
+        ctx = self.ctx
+        draft_tokens = draft.tokens
+        try:
+            ctx.decode([history[-1], *draft_tokens], logits_from=0)
         except LlamaError as e:
             raise EngineError(f"decode failed: {e}") from e
         params = run.request.sampling
@@ -489,53 +562,48 @@ class Session:
                     rows[i] = distribution(ctx.logits(i), params, history + draft_tokens[:i])
                 return rows[i]
 
-            verdict = verify_sampled(target_dist, draft_tokens, dists, run.rng)
-        a = verdict.n_accepted
+            verdict = verify_sampled(target_dist, draft_tokens, draft.dists, run.rng)
         if run.request.collect_margins:
-            run.margins.extend(top2_margin(ctx.logits(i)) for i in range(a + 1))
-        lps = self._logprobs(run, [*draft_tokens[:a], verdict.next_token], range(a + 1))
-        if a < len(draft_tokens) and not ctx.truncate(n_kv + 1 + a):
-            # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
-            try:
-                if checkpoint is None:
-                    raise LlamaError("the memory cannot drop a partial range and no checkpoint was taken")
-                ctx.load_state(checkpoint)
-                ctx.decode([last, *draft_tokens[:a]])
-            except LlamaError as e:
-                # Never continue from a wrong state: rebuild it from the committed tokens, then decode plainly.
-                self._disable_speculation(f"rollback of the target memory failed ({e})")
-                ctx.clear()
-                try:
-                    ctx.prefill([*history, *draft_tokens[:a]])
-                except LlamaError as e2:
-                    raise EngineError(f"decode failed: {e2}") from e2
-        verify_ms = (time.perf_counter() - t0) * 1000.0
-        if src is not None:
-            src.rollback(n_kv + 1 + a)
+            run.margins.extend(top2_margin(ctx.logits(i)) for i in range(verdict.n_accepted + 1))
+        # Logprobs now: restoring after a rejection may decode again and overwrite these rows.
+        emitted = [*draft_tokens[: verdict.n_accepted], verdict.next_token]
+        run.step_logprobs = self._logprobs(run, emitted, range(verdict.n_accepted + 1))
+        return verdict
 
+    def _restore_after_rejection(
+        self, history: list[int], draft: _StepDraft, a: int, n_kv: int, checkpoint: Any
+    ) -> None:
+        """Drop the rejected draft positions from the target memory (KV truncate, or checkpoint + replay)."""
+        ctx = self.ctx
+        if ctx.truncate(n_kv + 1 + a):
+            return
+        # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
+        accepted = draft.tokens[:a]
+        try:
+            if checkpoint is None:
+                raise LlamaError("the memory cannot drop a partial range and no checkpoint was taken")
+            ctx.load_state(checkpoint)
+            ctx.decode([history[-1], *accepted])
+        except LlamaError as e:
+            # Never continue from a wrong state: rebuild it from the committed tokens, then decode plainly.
+            self._disable_speculation(f"rollback of the target memory failed ({e})")
+            ctx.clear()
+            try:
+                ctx.prefill([*history, *accepted])
+            except LlamaError as e2:
+                raise EngineError(f"decode failed: {e2}") from e2
+
+    def _observe(self, run: _Run, draft: _StepDraft, a: int, verify_ms: float) -> None:
+        """Count the step and feed what it cost and accepted to telemetry and to the pool / adaptive depth."""
+        n = len(draft.tokens)
         run.steps += 1
-        run.draft_n += len(draft_tokens)
+        run.draft_n += n
         run.draft_accepted += a
-        source_name = src.name if (src is not None and depth > 0) else "none"
-        self.stats.observe_step(source_name, len(draft_tokens), a, draft_ms, verify_ms)
-        n_before = len(run.generated)
-        yield from self._emit(run, [*draft_tokens[:a], verdict.next_token], n_drafted=a, lps=lps)
+        self.stats.observe_step(draft.source_name, n, a, draft.draft_ms, verify_ms)
         if run.pool is not None:
-            run.pool.observe(run.arm, len(draft_tokens), a, a + 1, draft_ms, verify_ms)
+            run.pool.observe(run.arm, n, a, a + 1, draft.draft_ms, verify_ms)
         elif run.adaptive is not None:
-            run.adaptive.observe(len(draft_tokens), a, draft_ms, verify_ms)
-        yield StepEvent(
-            index=run.steps,
-            source=source_name,
-            depth=depth,
-            drafted=len(draft_tokens),
-            accepted=a,
-            emitted=len(run.generated) - n_before,
-            draft_ms=round(draft_ms, 3),
-            verify_ms=round(verify_ms, 3),
-            t=time.perf_counter(),
-            n_generated=len(run.generated),
-        )
+            run.adaptive.observe(n, a, draft.draft_ms, verify_ms)
 
     def _decision_dict(self, record: DecisionRecord) -> dict[str, Any]:
         """The decision record as responses carry it; says so when speculation is off for this model (and why)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import SpecSettings
 
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -43,7 +43,6 @@ class GenerationRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop: tuple[str, ...] = ()
     speculative: SpecSettings | None = None  # request-level override; None lets Dynamic Draft / defaults decide
-    pool: bool = False  # choose the draft source per step from live telemetry
     add_generation_prompt: bool = True
     request_id: str = ""
     collect_margins: bool = False  # record the target's top-2 logit margin per token (exactness checks)

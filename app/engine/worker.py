@@ -9,8 +9,9 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from app.engine.runtime import Runtime
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, EngineError, Event, GenerationRequest, GenerationSummary, QueueFull
 
@@ -20,21 +21,53 @@ T = TypeVar("T")
 _END = object()  # marks the end of a handle's event stream
 
 
-class RequestHandle:
-    """A submitted generation: iterate `events()` from any thread, `cancel()` from any thread."""
+class EventSink(Protocol):
+    """Where the engine thread delivers one request's events, in order: keep each call short (hand off, don't work).
 
-    def __init__(self, request: GenerationRequest) -> None:
+    `end` comes exactly once, last; `error` is None on success and is already a user-facing EngineError otherwise
+    (internal errors are mapped here, in the engine, so no consumer repeats that mapping).
+    """
+
+    def push(self, ev: Event) -> None: ...
+
+    def end(self, error: EngineError | None) -> None: ...
+
+
+class RequestHandle:
+    """A submitted generation: `cancel()` from any thread; without a sink, iterate `events()` from any thread."""
+
+    def __init__(self, request: GenerationRequest, sink: EventSink | None = None) -> None:
         self.request = request
         self.cancelled = threading.Event()
         self._events: queue.Queue[Any] = queue.Queue()
+        self._sink = sink
         self.summary: GenerationSummary | None = None
         self.error: EngineError | None = None
 
     def cancel(self) -> None:
         self.cancelled.set()
 
+    def deliver(self, ev: Event) -> None:
+        """Engine thread: one event, to the sink or to the queue `events()` reads."""
+        if isinstance(ev, DoneEvent):
+            self.summary = ev.summary
+        if self._sink is not None:
+            self._sink.push(ev)
+        else:
+            self._events.put(ev)
+
+    def finish(self, error: EngineError | None = None) -> None:
+        """Engine thread: the end of the stream (exactly once)."""
+        self.error = error
+        if self._sink is not None:
+            self._sink.end(error)
+        else:
+            self._events.put(_END)
+
     def events(self, timeout: float | None = None) -> Iterator[Event]:
         """Yield events as the engine produces them; raises the request's EngineError if it failed."""
+        if self._sink is not None:
+            raise RuntimeError("this request delivers its events to a sink")
         while True:
             item = self._events.get(timeout=timeout)
             if item is _END:
@@ -54,23 +87,21 @@ class RequestHandle:
 @dataclass
 class _Job:
     handle: RequestHandle | None
-    fn: Callable[[Session], Any] | None
+    fn: Callable[[Runtime], Any] | None
     future: Future[Any] | None
 
 
-def open_session(config: EngineConfig) -> Session:
-    """The session for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
+def open_session(config: EngineConfig) -> Runtime:
+    """The runtime for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
     if config.server_binary:
         from app.engine.external import ExternalSession
 
-        # Same interface for everything the engine thread, HTTP routes and GUI call; Session-only helpers
-        # (calibration) check for the bundled runtime themselves.
-        return ExternalSession(config)  # type: ignore[return-value]
+        return ExternalSession(config)
     return Session(config)
 
 
 class Engine:
-    """Loads a Session on its own thread and serves jobs in FIFO order from a bounded queue."""
+    """Loads a Runtime on its own thread and serves jobs in FIFO order from a bounded queue."""
 
     def __init__(self, config: EngineConfig, max_queue: int = 8, on_event: Callable[[Event], None] | None = None):
         self.config = config
@@ -78,7 +109,7 @@ class Engine:
         self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=max_queue)
         self._ready = threading.Event()
         self._load_error: BaseException | None = None
-        self._session: Session | None = None
+        self._session: Runtime | None = None
         self._busy = threading.Event()
         self._ids = itertools.count(1)
         self.on_event = on_event  # optional tap (e.g. live graphs); called on the engine thread, keep it cheap
@@ -110,10 +141,14 @@ class Engine:
         return self._queue.qsize() + (1 if self._busy.is_set() else 0)
 
     # -- submitting -----------------------------------------------------------------------------------------------
-    def submit(self, request: GenerationRequest) -> RequestHandle:
-        """Queue a generation; raises QueueFull when `max_queue` jobs are already waiting."""
+    def submit(self, request: GenerationRequest, sink: EventSink | None = None) -> RequestHandle:
+        """Queue a generation; raises QueueFull when `max_queue` jobs are already waiting.
+
+        With a `sink`, the engine thread hands it each event as it is produced (no thread per request); without
+        one, read them with `handle.events()`.
+        """
         self._check_alive()
-        handle = RequestHandle(request)
+        handle = RequestHandle(request, sink)
         try:
             self._queue.put_nowait(_Job(handle, None, None))
         except queue.Full:
@@ -123,14 +158,14 @@ class Engine:
     def generate(self, request: GenerationRequest) -> GenerationSummary:
         return self.submit(request).result()
 
-    def call(self, fn: Callable[[Session], T], timeout: float | None = None) -> T:
-        """Run `fn(session)` on the engine thread (tokenize, calibrate, inspect) and return its result."""
+    def call(self, fn: Callable[[Runtime], T], timeout: float | None = None) -> T:
+        """Run `fn(runtime)` on the engine thread (tokenize, calibrate, inspect) and return its result."""
         self._check_alive()
         fut: Future[T] = Future()
         self._queue.put(_Job(None, fn, fut), timeout=timeout)
         return fut.result(timeout)
 
-    def call_async(self, fn: Callable[[Session], T]) -> Future[T]:
+    def call_async(self, fn: Callable[[Runtime], T]) -> Future[T]:
         self._check_alive()
         fut: Future[T] = Future()
         self._queue.put(_Job(None, fn, fut))
@@ -173,25 +208,30 @@ class Engine:
         finally:
             session.close()
 
-    def _serve(self, session: Session, handle: RequestHandle) -> None:
+    def _serve(self, session: Runtime, handle: RequestHandle) -> None:
         if handle.cancelled.is_set():
-            handle.error = EngineError("cancelled before it started")
-            handle._events.put(_END)
+            self._finish(handle, EngineError("cancelled before it started"))
             return
+        error: EngineError | None = None
         try:
             for ev in session.generate(handle.request, handle.cancelled):
-                if isinstance(ev, DoneEvent):
-                    handle.summary = ev.summary
                 if self.on_event is not None:
                     self.on_event(ev)
-                handle._events.put(ev)
+                handle.deliver(ev)
         except EngineError as e:
-            handle.error = e
-        except Exception as e:  # a bug must not kill the engine thread
+            error = e
+        except Exception as e:  # a bug (here or in a sink) must not kill the engine thread
             log.exception("generation failed")
-            handle.error = EngineError(f"internal error: {type(e).__name__}: {e}")
+            error = EngineError(f"internal error: {type(e).__name__}: {e}")
         finally:
-            handle._events.put(_END)
+            self._finish(handle, error)
+
+    @staticmethod
+    def _finish(handle: RequestHandle, error: EngineError | None) -> None:
+        try:
+            handle.finish(error)
+        except Exception:  # a broken sink must not kill the engine thread either
+            log.exception("an event sink failed at the end of a request")
 
     def _fail_pending(self, err: BaseException) -> None:
         while True:
@@ -202,7 +242,6 @@ class Engine:
             if job is None:
                 continue
             if job.handle is not None:
-                job.handle.error = EngineError(f"engine failed to load: {err}")
-                job.handle._events.put(_END)
+                self._finish(job.handle, EngineError(f"engine failed to load: {err}"))
             elif job.future is not None:
                 job.future.set_exception(err)

@@ -1,33 +1,31 @@
-"""Qt bridges to blocking work: a generation's event stream and engine loading, pumped on worker threads."""
+"""Qt bridges to blocking work: a generation's events (delivered by the engine thread) and background calls."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEvent, TextEvent
+from app.engine.types import DoneEvent, EngineError, Event, GenerationRequest, GenerationSummary, TextEvent
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine, RequestHandle
 
 
 class GenerationBridge(QObject):
-    """Iterates `handle.events()` on a daemon thread and re-emits each event as a (queued) Qt signal.
+    """The EventSink of one GUI request: the engine thread appends its text here (no signal per token, no thread).
 
-    The signals are emitted from the worker thread; because this QObject lives in the GUI thread, Qt queues them
-    and the slots run on the main thread, which therefore never blocks on the engine. `finished` is always last.
+    The chat panel takes what arrived on its redraw tick (`take`), so a burst of tokens costs the GUI thread one
+    wake-up. `first_token` and `finished` are emitted from the engine thread; because this QObject lives in the GUI
+    thread, Qt queues them and the slots run on the main thread. `finished` is always last, after every event.
     """
 
-    text = Signal(object)  # TextEvent
-    step = Signal(object)  # StepEvent
-    done = Signal(object)  # GenerationSummary
-    failed = Signal(str)  # the EngineError message
     first_token = Signal(float)  # seconds from submit to the first text
-    finished = Signal()
+    finished = Signal()  # then `summary` (success) or `error` (the EngineError message) is set
 
     def __init__(self, engine: Engine, request: GenerationRequest, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -36,58 +34,55 @@ class GenerationBridge(QObject):
         self.handle: RequestHandle | None = None
         self.t_submit = 0.0
         self.ttft: float | None = None
-        self._thread: threading.Thread | None = None
+        self.summary: GenerationSummary | None = None
+        self.error: str | None = None
+        self._texts: deque[TextEvent] = deque()  # appended by the engine thread, popped by the GUI thread
+        self._ended = threading.Event()
 
     def start(self) -> None:
-        """Submit the request and start pumping; a refused submit (queue full, bad request) reports via `failed`."""
+        """Submit the request; a refused submit (queue full, bad request) reports via `finished` with `error`."""
         self.t_submit = time.perf_counter()
         try:
-            self.handle = self.engine.submit(self.request)
+            self.handle = self.engine.submit(self.request, sink=self)
         except EngineError as e:
-            self._thread = threading.Thread(target=self._fail_later, args=(str(e),), daemon=True)
-        else:
-            self._thread = threading.Thread(target=self._pump, name="dynadraft-gui-bridge", daemon=True)
-        self._thread.start()
+            # Delivered from the event loop like every other outcome, so callers can connect after start().
+            refused = e
+            QTimer.singleShot(0, self, lambda: self.end(refused))
 
-    def _fail_later(self, message: str) -> None:
-        # Emitted from a thread like every other outcome, so callers can connect after start() without a race.
-        self.failed.emit(message)
+    # -- EventSink (engine thread): O(1) work per event --------------------------------------------------------
+    def push(self, ev: Event) -> None:
+        if isinstance(ev, TextEvent):
+            if self.ttft is None:
+                self.ttft = time.perf_counter() - self.t_submit
+                self.first_token.emit(self.ttft)
+            self._texts.append(ev)
+        elif isinstance(ev, DoneEvent):
+            self.summary = ev.summary
+
+    def end(self, error: EngineError | None) -> None:
+        self.error = str(error) if error is not None else None
+        self._ended.set()
         self.finished.emit()
 
-    def _pump(self) -> None:
-        assert self.handle is not None
-        try:
-            for ev in self.handle.events():
-                if isinstance(ev, TextEvent):
-                    if self.ttft is None:
-                        self.ttft = time.perf_counter() - self.t_submit
-                        self.first_token.emit(self.ttft)
-                    self.text.emit(ev)
-                elif isinstance(ev, StepEvent):
-                    self.step.emit(ev)
-                elif isinstance(ev, DoneEvent):
-                    self.done.emit(ev.summary)
-        except EngineError as e:
-            self.failed.emit(str(e))
-        except Exception as e:  # never let a bug kill the pump silently: the GUI would wait forever
-            self.failed.emit(f"internal error: {type(e).__name__}: {e}")
-        finally:
-            self.finished.emit()
+    # -- GUI thread ---------------------------------------------------------------------------------------------
+    def take(self) -> list[TextEvent]:
+        """The text events that arrived since the last call, in order."""
+        out: list[TextEvent] = []
+        while self._texts:
+            out.append(self._texts.popleft())
+        return out
 
     def cancel(self) -> None:
         if self.handle is not None:
             self.handle.cancel()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Join the pump thread (used on shutdown); True when it has ended."""
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        """Wait for the request's end (used on shutdown); True when it has ended (or never started)."""
+        return self.handle is None or self._ended.wait(timeout)
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self.handle is not None and not self._ended.is_set()
 
 
 class BackgroundCall(QObject):

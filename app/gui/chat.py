@@ -1,294 +1,39 @@
-"""The chat view: conversation list, streamed Markdown replies with stats, per-conversation settings."""
+"""The chat panel: the transcript and composer around one streaming reply, beside the conversation list."""
 
 from __future__ import annotations
 
-import html
-import math
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QTextBlockFormat, QTextCursor
+from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QDialog,
-    QDialogButtonBox,
-    QDoubleSpinBox,
-    QFormLayout,
-    QFrame,
     QHBoxLayout,
     QInputDialog,
     QLabel,
-    QLineEdit,
-    QListWidget,
-    QListWidgetItem,
-    QMenu,
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
-    QSizePolicy,
-    QSpinBox,
     QSplitter,
-    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
 
-from app.engine.sampling import SamplingParams
-from app.engine.types import GenerationRequest, GenerationSummary, TextEvent
+from app.engine.types import GenerationSummary
 from app.gui.bridge import GenerationBridge
-from app.gui.reply_parts import Segment, ThinkingBox, ToolCallsView, split_reply
+from app.gui.chat_request import DEFAULT_CHAT_SETTINGS, build_request, chat_settings, reply_stats
+from app.gui.chat_settings import ConversationSettingsDialog
+from app.gui.conversation_list import ConversationList
+from app.gui.message_view import MessageWidget
 from app.gui.store import DEFAULT_TITLE, ChatStore, Conversation, Message
-from app.speculative.settings import PLAIN, SpecSettings
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine
 
-RENDER_MS = 80  # the streaming reply is re-rendered at ~12 fps, not per token (Markdown layout is O(length))
-
-DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
-    "temperature": 0.7,
-    "top_p": 0.95,
-    "top_k": 40,
-    "min_p": 0.05,
-    "repeat_penalty": 1.0,
-    "max_tokens": 512,
-    "seed": None,
-    "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | lookup | draft
-    "spec_n_max": 8,
-    "spec_p_min": 0.5,
-}
-SPEC_MODES = {
-    "auto": "Auto (Dynamic Draft)",
-    "off": "Off (plain decoding)",
-    "lookup": "Prompt lookup",
-    "draft": "Draft model",
-}
-
-
-def chat_settings(conv: Conversation) -> dict[str, Any]:
-    """The conversation's settings with defaults filled in (older rows may lack newer keys)."""
-    return {**DEFAULT_CHAT_SETTINGS, **(conv.settings or {})}
-
-
-def spec_from_settings(s: dict[str, Any]) -> SpecSettings | None:
-    """None lets Dynamic Draft (or the engine default) decide; otherwise an explicit request override."""
-    mode = s.get("spec_mode", "auto")
-    if mode == "auto":
-        return None
-    if mode == "off":
-        return PLAIN
-    return SpecSettings(source=mode, n_max=int(s["spec_n_max"]), p_min=float(s["spec_p_min"]))
-
-
-def build_request(conv: Conversation, history: list[Message]) -> GenerationRequest:
-    """The engine request for a conversation: system prompt + user/assistant turns, with its sampling settings."""
-    s = chat_settings(conv)
-    msgs: list[dict[str, str]] = []
-    if conv.system_prompt.strip():
-        msgs.append({"role": "system", "content": conv.system_prompt})
-    msgs += [{"role": m.role, "content": m.content} for m in history if m.role in ("user", "assistant")]
-    seed = s.get("seed")
-    return GenerationRequest(
-        messages=tuple(msgs),
-        max_tokens=int(s["max_tokens"]),
-        sampling=SamplingParams(
-            temperature=float(s["temperature"]),
-            top_k=int(s["top_k"]),
-            top_p=float(s["top_p"]),
-            min_p=float(s["min_p"]),
-            repeat_penalty=float(s["repeat_penalty"]),
-            seed=None if seed in (None, "") else int(seed),
-        ),
-        speculative=spec_from_settings(s),
-        request_id=f"gui-{conv.id}-{int(time.time() * 1000)}",
-        echo_open_think=True,  # a template that opens <think> in the prompt: the reply still shows its thinking
-    )
-
-
-def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, Any]:
-    """What each reply shows and persists: speed, latency, acceptance and the Dynamic Draft decision."""
-    t = summary.timings
-    dd = summary.dynamic_draft or {}
-    selected = dd.get("selected")
-    try:
-        dd_label = SpecSettings.from_dict(selected).label() if isinstance(selected, dict) else summary.settings.label()
-    except (TypeError, ValueError):
-        dd_label = summary.settings.label()
-    return {
-        "tokens": t.predicted_n,
-        "tok_s": t.predicted_per_second,
-        "ttft_ms": round(ttft_s * 1000.0, 1) if ttft_s is not None else None,
-        "prompt_tokens": summary.prompt_tokens,
-        "prompt_ms": t.prompt_ms,
-        "draft_n": t.draft_n,
-        "draft_accepted": t.draft_n_accepted,
-        "acceptance": (t.draft_n_accepted / t.draft_n) if t.draft_n else None,
-        "steps": summary.steps,
-        "finish_reason": summary.finish_reason,
-        "spec": summary.settings.label(),
-        "dd": {"applied": bool(dd.get("applied")), "reason": dd.get("reason"), "setting": dd_label},
-    }
-
-
-def format_stats(stats: dict[str, Any]) -> str:
-    """One line for a reply's footer."""
-    parts = [f"{stats.get('tok_s') or 0:.1f} tok/s"]
-    if stats.get("ttft_ms") is not None:
-        parts.append(f"first token {stats['ttft_ms']:.0f} ms")
-    if stats.get("acceptance") is not None:
-        parts.append(f"acceptance {stats['acceptance']:.0%} ({stats['draft_accepted']}/{stats['draft_n']})")
-    else:
-        parts.append("no drafts")
-    parts.append(f"{stats.get('tokens', 0)} tokens")
-    dd = stats.get("dd") or {}
-    state = "on" if dd.get("applied") else "off"
-    parts.append(f"DD {state}: {dd.get('setting', stats.get('spec', '?'))} ({dd.get('reason') or 'n/a'})")
-    if stats.get("finish_reason") == "cancelled":
-        parts.append("stopped")
-    elif stats.get("finish_reason") == "length":
-        parts.append("hit max tokens")
-    return " · ".join(parts)
-
-
-# -- widgets -------------------------------------------------------------------------------------------------------
-_CODE_BG = QColor("#f3f3f3")
-
-
-class MarkdownView(QTextBrowser):
-    """A read-only text view that grows to fit its document, so a column of them scrolls as one transcript."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setOpenExternalLinks(True)
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.document().setDocumentMargin(6)
-        self.document().documentLayout().documentSizeChanged.connect(self._fit)
-        self.setStyleSheet("QTextBrowser { background: transparent; }")
-        self._fit()
-
-    def _fit(self, *_: object) -> None:
-        h = math.ceil(self.document().size().height()) + 2 * self.frameWidth() + 2
-        if h != self.height():
-            self.setFixedHeight(max(h, 24))
-
-    def wheelEvent(self, e: Any) -> None:  # noqa: N802 - Qt API
-        e.ignore()  # let the transcript's scroll area scroll, not this (non-scrolling) view
-
-    def render_markdown(self, text: str) -> None:
-        self.setMarkdown(text)
-        self._shade_code_blocks()
-
-    def render_highlighted(self, segments: list[tuple[str, int, int]]) -> None:
-        """Plain text with the pieces that came from accepted drafts shaded (darker = more drafted tokens)."""
-        out = []
-        for text, drafted, n in segments:
-            piece = html.escape(text)
-            if drafted > 0 and n > 0:
-                alpha = 0.25 + 0.5 * min(1.0, drafted / n)
-                piece = f'<span style="background-color: rgba(46,160,67,{alpha:.2f})">{piece}</span>'
-            out.append(piece)
-        self.setHtml(f'<div style="white-space: pre-wrap">{"".join(out)}</div>')
-
-    def _shade_code_blocks(self) -> None:
-        # The Markdown importer marks fenced/indented code with NonBreakableLines (and a fixed font) but no
-        # background; shading those blocks makes code stand out the way users expect from chat apps.
-        doc = self.document()
-        block = doc.begin()
-        fmt = QTextBlockFormat()
-        fmt.setBackground(_CODE_BG)
-        while block.isValid():
-            if block.blockFormat().nonBreakableLines():
-                cur = QTextCursor(block)
-                cur.mergeBlockFormat(fmt)
-            block = block.next()
-
-
-class MessageWidget(QFrame):
-    """One message bubble: role + stats header, the rendered body, and Copy / Regenerate buttons."""
-
-    regenerate = Signal()
-
-    def __init__(self, message: Message | None, role: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.message = message
-        self.role = role
-        self.content = message.content if message else ""
-        self.setObjectName("bubble_" + role)
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        bg = {"user": "#e8f0fe", "assistant": "#ffffff", "error": "#fdecea"}.get(role, "#ffffff")
-        self.setStyleSheet(
-            f"QFrame#bubble_{role} {{ background: {bg}; border: 1px solid #dadce0; border-radius: 8px; }}"
-        )
-        who = QLabel({"user": "You", "assistant": "Assistant", "error": "Error"}.get(role, role.title()))
-        who.setStyleSheet("font-weight: bold; color: #444;")
-        self.stats_label = QLabel("")
-        self.stats_label.setStyleSheet("color: #666; font-size: 11px;")
-        self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.copy_btn = QPushButton("Copy")
-        self.copy_btn.setFlat(True)
-        self.copy_btn.setToolTip("Copy this message as Markdown")
-        self.copy_btn.clicked.connect(self.copy)
-        self.regen_btn = QPushButton("Regenerate")
-        self.regen_btn.setFlat(True)
-        self.regen_btn.setVisible(False)
-        self.regen_btn.clicked.connect(self.regenerate)
-        head = QHBoxLayout()
-        head.addWidget(who)
-        head.addStretch(1)
-        head.addWidget(self.regen_btn)
-        head.addWidget(self.copy_btn)
-        self.body = MarkdownView()
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(8, 6, 8, 6)
-        lay.setSpacing(2)
-        lay.addLayout(head)
-        lay.addWidget(self.body)
-        self.thinking = ThinkingBox()  # collapsed under the answer
-        self.tool_calls = ToolCallsView()
-        lay.addWidget(self.tool_calls)
-        lay.addWidget(self.thinking)
-        lay.addWidget(self.stats_label)
-        self.stats_label.setVisible(False)
-        if message is not None:
-            self.set_text(message.content)
-            if message.stats:
-                self.set_stats(message.stats)
-
-    def set_text(
-        self, text: str, segments: list[tuple[str, int, int]] | None = None, counts: list[Segment] | None = None
-    ) -> None:
-        """Show `text`; `segments` highlights drafted tokens (the raw reply), `counts` gives thinking its tokens."""
-        self.content = text
-        if segments is not None:
-            self.body.render_highlighted(segments)
-            self.thinking.setVisible(False)
-            self.tool_calls.setVisible(False)
-        elif self.role == "user":
-            self.body.setPlainText(text)  # users type plain text; don't reinterpret their * and _
-        elif self.role == "assistant":
-            if counts is None and self.message is not None and self.message.stats:
-                counts = [tuple(x) for x in self.message.stats.get("segments") or []] or None  # type: ignore[misc]
-            parts = split_reply(text, counts)
-            self.body.render_markdown(parts.content or ("…" if parts.thinking else ""))
-            self.body.setVisible(bool(parts.content) or parts.thinking or not (parts.reasoning or parts.calls))
-            self.thinking.show_parts(parts)
-            self.tool_calls.show_calls(parts.calls)
-        else:
-            self.body.render_markdown(text)
-
-    def set_stats(self, stats: dict[str, Any]) -> None:
-        self.stats_label.setText(format_stats(stats))
-        self.stats_label.setVisible(True)
-
-    def copy(self) -> None:
-        QGuiApplication.clipboard().setText(self.content)
+RENDER_MS = 80  # the streaming reply takes its new text and redraws at ~12 fps, never per token
 
 
 class ChatInput(QPlainTextEdit):
@@ -301,152 +46,6 @@ class ChatInput(QPlainTextEdit):
             self.submitted.emit()
             return
         super().keyPressEvent(e)
-
-
-class ConversationList(QWidget):
-    """Search box, New button and the conversations (newest first); right-click to rename or delete."""
-
-    selected = Signal(int)
-    new_requested = Signal()
-    rename_requested = Signal(int)
-    delete_requested = Signal(int)
-
-    def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.store = store
-        self.search = QLineEdit()
-        self.search.setPlaceholderText("Search chats…")
-        self.search.setClearButtonEnabled(True)
-        self.search.textChanged.connect(lambda _t: self.reload())
-        self.new_btn = QPushButton("+ New chat")
-        self.new_btn.clicked.connect(self.new_requested)
-        self.list = QListWidget()
-        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.list.customContextMenuRequested.connect(self._menu)
-        self.list.currentItemChanged.connect(self._changed)
-        self.list.itemDoubleClicked.connect(
-            lambda it: self.rename_requested.emit(int(it.data(Qt.ItemDataRole.UserRole)))
-        )
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.new_btn)
-        lay.addWidget(self.search)
-        lay.addWidget(self.list, 1)
-        self._reloading = False
-
-    def reload(self, select: int | None = None) -> None:
-        current = select if select is not None else self.current_id()
-        self._reloading = True
-        try:
-            self.list.clear()
-            for conv in self.store.list_conversations(self.search.text().strip()):
-                it = QListWidgetItem(conv.title)
-                it.setData(Qt.ItemDataRole.UserRole, conv.id)
-                it.setToolTip(time.strftime("%Y-%m-%d %H:%M", time.localtime(conv.updated)))
-                self.list.addItem(it)
-                if conv.id == current:
-                    self.list.setCurrentItem(it)
-        finally:
-            self._reloading = False
-
-    def current_id(self) -> int | None:
-        it = self.list.currentItem()
-        return int(it.data(Qt.ItemDataRole.UserRole)) if it is not None else None
-
-    def _changed(self, cur: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
-        if cur is not None and not self._reloading:
-            self.selected.emit(int(cur.data(Qt.ItemDataRole.UserRole)))
-
-    def _menu(self, pos: Any) -> None:
-        it = self.list.itemAt(pos)
-        if it is None:
-            return
-        cid = int(it.data(Qt.ItemDataRole.UserRole))
-        menu = QMenu(self)
-        menu.addAction("Rename…", lambda: self.rename_requested.emit(cid))
-        menu.addAction("Delete", lambda: self.delete_requested.emit(cid))
-        menu.exec(self.list.mapToGlobal(pos))
-
-
-class ConversationSettingsDialog(QDialog):
-    """System prompt, sampling and speculation settings of one conversation."""
-
-    def __init__(self, conv: Conversation, has_draft: bool, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle(f"Chat settings — {conv.title}")
-        s = chat_settings(conv)
-        self.system = QPlainTextEdit(conv.system_prompt)
-        self.system.setPlaceholderText("Optional system prompt, e.g. “You are a concise coding assistant.”")
-        self.system.setFixedHeight(90)
-        self.temperature = _dspin(0, 2, 0.05, s["temperature"], "0 = greedy (deterministic)")
-        self.top_p = _dspin(0.01, 1, 0.01, s["top_p"])
-        self.top_k = _ispin(0, 1000, s["top_k"], "0 = off")
-        self.min_p = _dspin(0, 1, 0.01, s["min_p"])
-        self.repeat_penalty = _dspin(0.5, 2.0, 0.05, s["repeat_penalty"], "1 = off")
-        self.max_tokens = _ispin(1, 32768, s["max_tokens"])
-        self.seed = QLineEdit("" if s["seed"] is None else str(s["seed"]))
-        self.seed.setPlaceholderText("random")
-        self.spec_mode = QComboBox()
-        for key, label in SPEC_MODES.items():
-            self.spec_mode.addItem(label, key)
-        self.spec_mode.setCurrentIndex(max(0, self.spec_mode.findData(s["spec_mode"])))
-        if not has_draft:
-            idx = self.spec_mode.findData("draft")
-            self.spec_mode.model().item(idx).setEnabled(False)  # type: ignore[attr-defined]
-            self.spec_mode.setItemData(idx, "Load a draft model to use this", Qt.ItemDataRole.ToolTipRole)
-        self.spec_n_max = _ispin(1, 64, s["spec_n_max"], "deepest draft per step")
-        self.spec_p_min = _dspin(0, 1, 0.05, s["spec_p_min"], "stop drafting below this draft probability")
-        form = QFormLayout()
-        form.addRow("System prompt", self.system)
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top-p", self.top_p)
-        form.addRow("Top-k", self.top_k)
-        form.addRow("Min-p", self.min_p)
-        form.addRow("Repeat penalty", self.repeat_penalty)
-        form.addRow("Max tokens", self.max_tokens)
-        form.addRow("Seed", self.seed)
-        form.addRow("Speculation", self.spec_mode)
-        form.addRow("Draft depth (n_max)", self.spec_n_max)
-        form.addRow("Draft p_min", self.spec_p_min)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(buttons)
-
-    def values(self) -> tuple[str, dict[str, Any]]:
-        seed_text = self.seed.text().strip()
-        return self.system.toPlainText(), {
-            "temperature": self.temperature.value(),
-            "top_p": self.top_p.value(),
-            "top_k": self.top_k.value(),
-            "min_p": self.min_p.value(),
-            "repeat_penalty": self.repeat_penalty.value(),
-            "max_tokens": self.max_tokens.value(),
-            "seed": int(seed_text) if seed_text.lstrip("-").isdigit() else None,
-            "spec_mode": self.spec_mode.currentData(),
-            "spec_n_max": self.spec_n_max.value(),
-            "spec_p_min": self.spec_p_min.value(),
-        }
-
-
-def _dspin(lo: float, hi: float, step: float, value: float, tip: str = "") -> QDoubleSpinBox:
-    w = QDoubleSpinBox()
-    w.setRange(lo, hi)
-    w.setSingleStep(step)
-    w.setDecimals(2)
-    w.setValue(float(value))
-    w.setToolTip(tip)
-    return w
-
-
-def _ispin(lo: int, hi: int, value: int, tip: str = "") -> QSpinBox:
-    w = QSpinBox()
-    w.setRange(lo, hi)
-    w.setValue(int(value))
-    w.setToolTip(tip)
-    return w
 
 
 @dataclass
@@ -715,7 +314,7 @@ class ChatPanel(QWidget):
         for b in self.bubbles():
             if b.role == "assistant" and b.message is not None and b.message.stats:
                 segs = b.message.stats.get("segments") if self.highlight.isChecked() else None
-                b.set_text(b.content, [tuple(s) for s in segs] if segs else None)  # type: ignore[misc]
+                b.set_text(b.content, [tuple(s) for s in segs] if segs else None)
         if self.reply is not None:
             self.reply.dirty = True
 
@@ -769,9 +368,6 @@ class ChatPanel(QWidget):
         reply.widget = self._add_bubble(None, "assistant")
         reply.widget.body.setPlainText("…")
         self.reply = reply
-        bridge.text.connect(self._on_text)
-        bridge.done.connect(self._on_done)
-        bridge.failed.connect(self._on_failed)
         bridge.finished.connect(self._on_finished)
         self._mark_last_regenerable()
         self._update_controls()
@@ -784,34 +380,36 @@ class ChatPanel(QWidget):
             self.reply.stop_requested = True
             self.reply.bridge.cancel()
 
-    def _on_text(self, ev: TextEvent) -> None:
-        r = self.reply
-        if r is None:
+    def _take_events(self, r: _Reply) -> None:
+        """Move what the engine delivered since the last tick into the reply (one batch per redraw tick)."""
+        events = r.bridge.take()
+        if not events:
             return
-        r.text += ev.text
-        r.segments.append((ev.text, ev.drafted, ev.n_tokens))
+        r.text += "".join(ev.text for ev in events)
+        r.segments.extend((ev.text, ev.drafted, ev.n_tokens) for ev in events)
         r.dirty = True
-        self.text_received.emit(ev.text)
-
-    def _on_done(self, summary: GenerationSummary) -> None:
-        if self.reply is not None:
-            self.reply.summary = summary
-
-    def _on_failed(self, message: str) -> None:
-        if self.reply is not None:
-            self.reply.error = message
+        for ev in events:
+            self.text_received.emit(ev.text)
 
     def _render_stream(self) -> None:
         r = self.reply
-        if r is None or not r.dirty or r.widget is None:
+        if r is None:
+            return
+        self._take_events(r)
+        if not r.dirty or r.widget is None:
             return
         r.dirty = False
-        r.widget.set_text(r.text or "…", r.segments if self.highlight.isChecked() else None, r.segments)
+        if self.highlight.isChecked():
+            r.widget.set_text(r.text or "…", r.segments)
+        else:
+            r.widget.stream_text(r.text, r.segments)
 
     def _on_finished(self) -> None:
         r = self.reply
         if r is None:
             return
+        self._take_events(r)
+        r.summary, r.error = r.bridge.summary, r.bridge.error
         self.reply = None
         self._last_bridge = r.bridge
         self.render_timer.stop()

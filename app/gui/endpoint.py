@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -22,17 +21,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.bridge import BackgroundCall
+from app.server.runner import EndpointServer, is_loopback
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine
 
-try:  # the server package is built in parallel; the panel explains itself when it is missing
-    from app.server.runner import EndpointServer
-
-    SERVER_ERROR: str | None = None
-except Exception as _e:  # ImportError, or a half-written module
-    EndpointServer = None  # type: ignore[assignment,misc]
-    SERVER_ERROR = f"{type(_e).__name__}: {_e}"
 
 SWITCH_STYLE = """
 QCheckBox#switch { font-weight: bold; spacing: 10px; }
@@ -40,15 +33,6 @@ QCheckBox#switch::indicator { width: 38px; height: 20px; border-radius: 10px; ba
 QCheckBox#switch::indicator:checked { background: #2ea043; }
 QCheckBox#switch::indicator:disabled { background: #ddd; }
 """
-
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class EndpointPanel(QWidget):
@@ -63,7 +47,6 @@ class EndpointPanel(QWidget):
         self.model_id = "dynadraft"
         self.server: Any = None
         self._call: BackgroundCall | None = None
-        self.available = EndpointServer is not None
 
         intro = QLabel(
             "Serve the loaded model to other apps (editors, agents, scripts) through an OpenAI-compatible API. "
@@ -118,11 +101,6 @@ class EndpointPanel(QWidget):
         self.example.setStyleSheet("color: #555; font-family: monospace;")
         lay = QVBoxLayout(self)
         lay.addWidget(intro)
-        if not self.available:
-            na = QLabel(f"The endpoint is not available in this build ({SERVER_ERROR}).")
-            na.setWordWrap(True)
-            na.setStyleSheet("color: #8a6d3b; font-weight: bold;")
-            lay.addWidget(na)
         lay.addLayout(form)
         lay.addWidget(self.message)
         lay.addWidget(self.example)
@@ -149,13 +127,11 @@ class EndpointPanel(QWidget):
 
     def _sync(self) -> None:
         busy = self._call is not None
-        self.switch.setEnabled(self.available and not busy and (self.engine is not None or self.server is not None))
+        self.switch.setEnabled(not busy and (self.engine is not None or self.server is not None))
         editable = self.server is None and not busy
         for w in (self.host, self.port, self.api_key):
             w.setEnabled(editable)
-        if not self.available:
-            self.state.setText("not available in this build")
-        elif self.engine is None and self.server is None:
+        if self.engine is None and self.server is None:
             self.state.setText("load a model first")
         elif busy:
             self.state.setText("starting…" if self.switch.isChecked() else "stopping…")
@@ -173,7 +149,7 @@ class EndpointPanel(QWidget):
             self.stop()
 
     def start(self) -> None:
-        if EndpointServer is None or self.engine is None:
+        if self.engine is None:
             self._set_checked(False)
             return
         host = self.host.currentText().strip() or "127.0.0.1"

@@ -26,15 +26,16 @@ from PySide6.QtWidgets import (
 
 from app import APP_NAME, __version__
 from app.gui.bridge import BackgroundCall
+from app.gui.calibration_panel import CalibrationPanel
 from app.gui.chat import ChatPanel
 from app.gui.endpoint import EndpointPanel
 from app.gui.live import StepRing
 from app.gui.model import ModelChoice, ModelController, ModelDialog, WelcomeCard, backend_label, demo_path
-from app.gui.panels import CalibrationPanel, ModelsPanel, existing
+from app.gui.models_panel import ModelsPanel
 from app.gui.plots import LivePlots
 from app.gui.store import ChatStore
 from app.paths import get_paths
-from app.policy.fingerprint import FLASH_ATTN_MODES
+from app.runtime.device import FLASH_ATTN_MODES
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine
@@ -54,6 +55,10 @@ def _str(value: object) -> str:
 def _bool(value: object) -> bool:
     # INI files give strings back: "true"/"false".
     return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def existing(path: str | None) -> bool:
+    return bool(path) and Path(str(path)).is_file()
 
 
 def gui_settings() -> QSettings:
@@ -102,9 +107,7 @@ class MainWindow(QMainWindow):
         cl.addWidget(self.chat, 1)
 
         self.endpoint = EndpointPanel()
-        self.endpoint.restore(
-            {k: self.settings.value(f"endpoint/{k}") for k in ("host", "port", "api_key")}  # type: ignore[misc]
-        )
+        self.endpoint.restore({k: self.settings.value(f"endpoint/{k}") for k in ("host", "port", "api_key")})
         self.endpoint.state_changed.connect(lambda _on: self._update_status())
         self.models_panel = ModelsPanel()
         self.models_panel.load_requested.connect(self._load_local)
@@ -239,10 +242,8 @@ class MainWindow(QMainWindow):
         self.st_model.setText(choice.label)
         self.st_model.setToolTip(choice.model + (f"\ndraft: {choice.draft}" if choice.draft else ""))
         if choice.server_binary:  # which per-request fields this build honours, from its /props (off-thread)
-            from app.engine.external import describe_runtime
-
             self._runtime_call = BackgroundCall(
-                lambda: engine.call(describe_runtime, timeout=10), "dynadraft-gui-runtime", self
+                lambda: engine.call(lambda runtime: runtime.status(), timeout=10), "dynadraft-gui-runtime", self
             )
             self._runtime_call.succeeded.connect(
                 lambda text: self.st_model.setToolTip(f"{self.st_model.toolTip()}\nruntime: {text}")
@@ -394,7 +395,6 @@ def self_check() -> str:
         app.processEvents()
     title = window.windowTitle()
     tabs = [window.tabs.tabText(i) for i in range(window.tabs.count())]
-    endpoint = "endpoint available" if window.endpoint.available else "endpoint not in this build"
     dispose(window)
     del window
     gc.collect()
@@ -402,7 +402,7 @@ def self_check() -> str:
     if not title.startswith(APP_NAME):
         raise RuntimeError(f"unexpected window title {title!r}")
     return (
-        f"GUI ok: '{title}' with {', '.join(tabs)} tabs ({endpoint}); PySide6 {PySide6.__version__}, "
+        f"GUI ok: '{title}' with {', '.join(tabs)} tabs; PySide6 {PySide6.__version__}, "
         f"pyqtgraph {pyqtgraph.__version__}, platform {app.platformName()}, {ms:.0f} ms"
     )
 

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.bridge import BackgroundCall
-from app.policy.fingerprint import FLASH_ATTN_MODES
+from app.runtime.device import FLASH_ATTN_MODES
 
 if TYPE_CHECKING:  # llama.cpp loads only when a model does, so the window opens even without it
     from app.engine.session import EngineConfig

@@ -10,7 +10,8 @@ from typing import Any, TextIO
 
 from app.models.catalog import Catalog, CatalogError, load_catalog, parse_pull_spec
 from app.models.compat import check_loadable, check_pair
-from app.models.download import DownloadCancelled, DownloadError, HubOffline, Progress
+from app.models.download_errors import DownloadCancelled, DownloadError, HubOffline
+from app.models.download_progress import Progress
 from app.models.gguf_reader import GGUFError
 from app.models.inspection import describe, format_bytes, format_params, inspect_gguf
 from app.models.local import list_local_models, pull
@@ -34,8 +35,13 @@ def add_models_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog", action="store_true", help="list the catalog's families and builds")
     parser.add_argument("--search", metavar="QUERY", help="search the Hugging Face Hub for GGUF repos")
     parser.add_argument("--runtime", action="store_true", help="show the bundled runtime and its devices")
-    parser.add_argument("--pair", nargs=2, metavar=("DRAFT", "TARGET"), type=Path,
-                        help="check that DRAFT can speculate for TARGET (vocabulary compatibility)")
+    parser.add_argument(
+        "--pair",
+        nargs=2,
+        metavar=("DRAFT", "TARGET"),
+        type=Path,
+        help="check that DRAFT can speculate for TARGET (vocabulary compatibility)",
+    )
     parser.add_argument("--models-dir", type=Path, default=None, help="models folder to list")
     parser.add_argument("--endpoint", default=None, help="Hub endpoint for --search")
 
@@ -58,8 +64,10 @@ class ProgressBar:
         if len(name) > 32:
             name = "…" + name[-31:]
         label = {"verify": "verifying", "done": "done"}.get(p.phase, f"{format_bytes(p.speed)}/s ETA {eta}")
-        line = (f"\r[{p.file_index}/{p.file_count}] {name} [{bar}] {100 * frac:5.1f}% "
-                f"{format_bytes(p.downloaded)}/{format_bytes(total) if total else '?'} {label}   ")
+        line = (
+            f"\r[{p.file_index}/{p.file_count}] {name} [{bar}] {100 * frac:5.1f}% "
+            f"{format_bytes(p.downloaded)}/{format_bytes(total) if total else '?'} {label}   "
+        )
         self.out.write(line)
         if p.phase == "done":
             self.out.write("\n")
@@ -80,8 +88,9 @@ def run_pull(args: argparse.Namespace) -> int:
         spec = replace(spec, revision=args.revision)
     bar = None if getattr(args, "quiet", False) or getattr(args, "json", False) else ProgressBar(sys.stderr)
     try:
-        result = pull(spec, models_dir=getattr(args, "models_dir", None), endpoint=getattr(args, "endpoint", None),
-                      progress=bar)
+        result = pull(
+            spec, models_dir=getattr(args, "models_dir", None), endpoint=getattr(args, "endpoint", None), progress=bar
+        )
     except KeyboardInterrupt:
         print("\ninterrupted; the partial download is kept, run the same pull again to resume", file=sys.stderr)
         return 130
@@ -98,14 +107,28 @@ def run_pull(args: argparse.Namespace) -> int:
         print(f"warning: downloaded file is not a readable GGUF: {e}", file=sys.stderr)
     compat = check_loadable(report, catalog) if report else None
     if getattr(args, "json", False):
-        print(json.dumps({
-            "path": str(result.path),
-            "verified": result.verified,
-            "files": [{"path": str(f.path), "size": f.size, "sha256": f.sha256, "verified": f.verified,
-                       "note": f.verify_note, "resumed_from": f.resumed_from} for f in result.files],
-            "format": report.format if report else None,
-            "compatibility": compat.to_dict() if compat else None,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "path": str(result.path),
+                    "verified": result.verified,
+                    "files": [
+                        {
+                            "path": str(f.path),
+                            "size": f.size,
+                            "sha256": f.sha256,
+                            "verified": f.verified,
+                            "note": f.verify_note,
+                            "resumed_from": f.resumed_from,
+                        }
+                        for f in result.files
+                    ],
+                    "format": report.format if report else None,
+                    "compatibility": compat.to_dict() if compat else None,
+                },
+                indent=2,
+            )
+        )
     else:
         for f in result.files:
             print(f"{f.path}  {format_bytes(f.size)}  {f.verify_note}")
@@ -124,13 +147,23 @@ def _catalog_rows(catalog: Catalog) -> list[dict[str, Any]]:
     for fam in catalog.families.values():
         for b in fam.builds:
             draft = catalog.draft_for(b)
-            rows.append({
-                "id": b.id, "family": fam.id, "format": b.format, "runtime": b.runtime, "repo": b.repo,
-                "files": list(b.files), "size": b.size, "sha256": b.sha256, "verified": b.verified,
-                "context_length": fam.context_length, "licence": fam.licence,
-                "draft": None if draft is None else {"kind": draft.kind, "build": draft.build, "repo": draft.repo},
-                "note": b.note,
-            })
+            rows.append(
+                {
+                    "id": b.id,
+                    "family": fam.id,
+                    "format": b.format,
+                    "runtime": b.runtime,
+                    "repo": b.repo,
+                    "files": list(b.files),
+                    "size": b.size,
+                    "sha256": b.sha256,
+                    "verified": b.verified,
+                    "context_length": fam.context_length,
+                    "licence": fam.licence,
+                    "draft": None if draft is None else {"kind": draft.kind, "build": draft.build, "repo": draft.repo},
+                    "note": b.note,
+                }
+            )
     return rows
 
 
@@ -175,8 +208,10 @@ def run_models(args: argparse.Namespace) -> int:
             print(f"{info.name} {info.version}")
             print(f"system: {info.system_info}")
             for d in info.devices:
-                print(f"  {d.backend}/{d.name}: {d.description} [{d.type}] "
-                      f"{format_bytes(d.memory_free)} free of {format_bytes(d.memory_total)}")
+                print(
+                    f"  {d.backend}/{d.name}: {d.description} [{d.type}] "
+                    f"{format_bytes(d.memory_free)} free of {format_bytes(d.memory_total)}"
+                )
             print(f"loadable tensor types: {', '.join(info.loadable_types.values())}")
             if info.error:
                 print(f"note: {info.error}")
@@ -217,8 +252,10 @@ def run_models(args: argparse.Namespace) -> int:
             print(f"{m.path}  unreadable: {m.error}")
             continue
         rep = m.report
-        print(f"{m.path}\n    {rep.format:<14} {format_params(rep.parameter_count):>7} params  "
-              f"{format_bytes(rep.file_size):>10}  ctx {rep.context_length or '?'}  {m.compat.message}")
+        print(
+            f"{m.path}\n    {rep.format:<14} {format_params(rep.parameter_count):>7} params  "
+            f"{format_bytes(rep.file_size):>10}  ctx {rep.context_length or '?'}  {m.compat.message}"
+        )
     return 0
 
 

@@ -41,21 +41,33 @@ class Compatibility:
             "loads": self.loads,
             "message": self.message,
             "reasons": self.reasons,
-            "alternative": None if alt is None else {"id": alt.id, "format": alt.format, "repo": alt.repo,
-                                                     "files": list(alt.files), "verified": alt.verified},
+            "alternative": None
+            if alt is None
+            else {
+                "id": alt.id,
+                "format": alt.format,
+                "repo": alt.repo,
+                "files": list(alt.files),
+                "verified": alt.verified,
+            },
         }
 
 
 def check_loadable(report: GGUFReport, catalog: Catalog | None = None) -> Compatibility:
     """'loads' if every tensor type is one the bundled runtime knows, else which runtime it needs and what to get."""
     if report.missing_shards:
-        return Compatibility(INCOMPLETE, f"incomplete split model: missing {', '.join(report.missing_shards)}",
-                             [f"shard {s} not found next to the first shard" for s in report.missing_shards])
+        return Compatibility(
+            INCOMPLETE,
+            f"incomplete split model: missing {', '.join(report.missing_shards)}",
+            [f"shard {s} not found next to the first shard" for s in report.missing_shards],
+        )
     bad = report.unloadable_types
     if not bad:
         return Compatibility(LOADS, LOADS)
-    reasons = [f"{q.tensors} tensors of {q.name} (type id {q.type_id})" + (f", a {q.fork} fork type" if q.fork else "")
-               for q in bad]
+    reasons = [
+        f"{q.tensors} tensors of {q.name} (type id {q.type_id})" + (f", a {q.fork} fork type" if q.fork else "")
+        for q in bad
+    ]
     alternative = None
     if catalog is not None:
         fam = catalog.family_for_file(Path(report.path).name)
@@ -98,8 +110,12 @@ class VocabCheck:
     target_vocab: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"compatible": self.compatible, "reasons": self.reasons, "draft_vocab": self.draft_vocab,
-                "target_vocab": self.target_vocab}
+        return {
+            "compatible": self.compatible,
+            "reasons": self.reasons,
+            "draft_vocab": self.draft_vocab,
+            "target_vocab": self.target_vocab,
+        }
 
 
 def read_vocab(path: str | Path) -> Vocab:
@@ -133,8 +149,10 @@ def compare_vocabs(draft: Vocab, target: Vocab) -> VocabCheck:
     if not nd or not nt:
         reasons.append("token list missing from " + ("the draft" if not nd else "the target"))
     elif abs(nd - nt) > VOCAB_MAX_SIZE_DIFFERENCE:
-        reasons.append(f"vocab sizes differ by {abs(nd - nt)} (draft {nd}, target {nt}; at most "
-                       f"{VOCAB_MAX_SIZE_DIFFERENCE} allowed)")
+        reasons.append(
+            f"vocab sizes differ by {abs(nd - nt)} (draft {nd}, target {nt}; at most "
+            f"{VOCAB_MAX_SIZE_DIFFERENCE} allowed)"
+        )
     if nd and nt:
         for i in range(VOCAB_CHECK_START_TOKEN_ID, min(nd, nt)):
             if draft.tokens[i] != target.tokens[i]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.models.download import DownloadError, HubOffline, _hub_error, hub_endpoint, hub_token, is_offline
+from app.models.download_errors import DownloadError, HubOffline
+from app.models.hub_files import hub_endpoint, hub_error, hub_token, is_offline
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ def search_hub(query: str, *, limit: int = 20, endpoint: str | None = None, toke
     except DownloadError:
         raise
     except Exception as e:  # noqa: BLE001
-        err = _hub_error(e, f"search {query!r}")
+        err = hub_error(e, f"search {query!r}")
         if isinstance(err, HubOffline):
             raise HubOffline(f"Hub search is unavailable: {err}") from e
         raise err from e

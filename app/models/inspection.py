@@ -88,11 +88,6 @@ def shard_names(filename: str) -> list[str]:
     return [f"{prefix}{m['stem']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
-def first_shard(filename: str) -> str:
-    """llama.cpp loads a split model from its first shard."""
-    return shard_names(filename)[0]
-
-
 def _arch_key(g: GGUFFile, suffix: str) -> Any:
     arch = g.get("general.architecture")
     return g.get(f"{arch}.{suffix}") if arch else None
@@ -204,9 +199,10 @@ def describe(report: GGUFReport) -> list[str]:
         f"  bos {report.tokenizer.bos_id}  eos {report.tokenizer.eos_id}",
     ]
     if report.split_count > 1:
-        lines.append(f"split:         {report.split_count} shards" + (
-            f", missing: {', '.join(report.missing_shards)}" if report.missing_shards else ""
-        ))
+        lines.append(
+            f"split:         {report.split_count} shards"
+            + (f", missing: {', '.join(report.missing_shards)}" if report.missing_shards else "")
+        )
     lines.append("quant mix:")
     total = sum(q.nbytes for q in report.quant_mix) or 1
     for q in report.quant_mix:

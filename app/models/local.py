@@ -10,19 +10,12 @@ from typing import Any
 
 from app.models.catalog import Build, Catalog, CatalogError, PullSpec, resolve_tag
 from app.models.compat import Compatibility, check_loadable
-from app.models.download import (
-    CancelToken,
-    DiskFree,
-    DownloadResult,
-    FileResult,
-    ProgressCallback,
-    download_model,
-    list_repo_files,
-    local_dir_for,
-    read_marker,
-)
+from app.models.download import DiskFree, DownloadResult, FileResult, download_model, local_dir_for
+from app.models.download_progress import CancelToken, ProgressCallback
 from app.models.gguf_reader import GGUFError
+from app.models.hub_files import list_repo_files
 from app.models.inspection import GGUFReport, inspect_gguf, split_info
+from app.models.integrity import read_marker
 from app.paths import get_paths
 
 PACKAGED_DIR = "packaged"
@@ -105,9 +98,16 @@ def _place_packaged(build: Build, dest_dir: Path) -> DownloadResult:
     return DownloadResult(dest, [FileResult(dest, dest.stat().st_size, sha, bool(build.sha256), note, skipped=True)])
 
 
-def pull(spec: PullSpec, *, models_dir: Path | None = None, endpoint: str | None = None, token: str | None = None,
-         progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
-         disk_free: DiskFree | None = None) -> DownloadResult:
+def pull(
+    spec: PullSpec,
+    *,
+    models_dir: Path | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    disk_free: DiskFree | None = None,
+) -> DownloadResult:
     """Fetch what a pull spec names into the models folder; returns the path llama.cpp should open."""
     root = models_dir or get_paths().models
     build = spec.build
@@ -118,14 +118,21 @@ def pull(spec: PullSpec, *, models_dir: Path | None = None, endpoint: str | None
     filename = spec.filename
     if filename is None:
         if spec.tag is None:
-            raise CatalogError(
-                f"{build.id if build else spec.repo}: file names not known; pull it as REPO:FILE"
-            )
+            raise CatalogError(f"{build.id if build else spec.repo}: file names not known; pull it as REPO:FILE")
         filename = resolve_tag(spec.tag, list_repo_files(spec.repo, spec.revision, endpoint=endpoint, token=token))
     expected: dict[str, str] = {}
     # A build's single sha256 describes a single file; split builds are verified against the Hub per shard.
     if build is not None and build.sha256 and build.first_file and len(build.files) == 1:
         expected[build.first_file] = build.sha256
-    return download_model(spec.repo, filename, local_dir_for(spec.repo, root), revision=spec.revision,
-                          endpoint=endpoint, token=token, expected_sha256=expected, progress=progress,
-                          cancel=cancel, disk_free=disk_free)
+    return download_model(
+        spec.repo,
+        filename,
+        local_dir_for(spec.repo, root),
+        revision=spec.revision,
+        endpoint=endpoint,
+        token=token,
+        expected_sha256=expected,
+        progress=progress,
+        cancel=cancel,
+        disk_free=disk_free,
+    )

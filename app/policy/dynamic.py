@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from app.policy.fingerprint import Fingerprint
 from app.policy.frontier import DEFAULT_MIN_GAIN, RangeChoice, StaticChoice, frontier_choices
 from app.policy.table import FrontierTable, normalize
+from app.speculative.registry import needs_draft_model
 from app.speculative.settings import PLAIN, SpecSettings
 
 if TYPE_CHECKING:
@@ -75,9 +76,6 @@ REASONS: tuple[str, ...] = (
     "out_of_range",
 )
 
-NEEDS_DRAFT_MODEL = frozenset({"draft", "pool"})
-"""Sources that need a loaded draft GGUF; "pool" counts, since its per-step choice includes the draft model."""
-
 _now_ns = time.perf_counter_ns
 _new = object.__new__
 
@@ -100,13 +98,13 @@ class DraftCaps:
         """Whether the setting runs as measured under these caps."""
         if setting.is_plain:
             return True
-        return setting.n_max <= self.n_max and (self.draft_loaded or setting.source not in NEEDS_DRAFT_MODEL)
+        return setting.n_max <= self.n_max and (self.draft_loaded or not needs_draft_model(setting.source))
 
     def clamp(self, setting: SpecSettings) -> SpecSettings:
         """Make an explicit setting (override, engine default) fit: lower depth to the cap; no draft model → plain."""
         if setting.is_plain:
             return PLAIN
-        if self.n_max == 0 or (not self.draft_loaded and setting.source in NEEDS_DRAFT_MODEL):
+        if self.n_max == 0 or (not self.draft_loaded and needs_draft_model(setting.source)):
             return PLAIN
         if setting.n_max > self.n_max:
             return setting.with_(n_max=self.n_max, n_min=min(setting.n_min, self.n_max))

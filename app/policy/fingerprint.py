@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-# Flash attention settings, as llama.cpp's -fa: "auto" resolves the same way for the same backend, device and model.
-FLASH_ATTN_MODES = ("auto", "on", "off")
+from app.runtime.device import FLASH_ATTN_MODES
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,14 @@
-"""Bridges one engine RequestHandle into asyncio without blocking the event loop (a pump thread per generation)."""
+"""One engine request seen from the event loop: the engine thread's events arrive through call_soon_threadsafe."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary, StepEvent, TextEvent
+from app.engine.types import DoneEvent, EngineError, Event, GenerationRequest, GenerationSummary, StepEvent, TextEvent
 from app.engine.worker import Engine, RequestHandle
 from app.server.metrics import Metrics
 
@@ -19,9 +18,9 @@ _END = object()
 class Generation:
     """A submitted request seen from the event loop: `await next()` yields TextEvent/DoneEvent, then None.
 
-    A daemon thread iterates `handle.events()` (blocking) and hands each event to the loop with
-    call_soon_threadsafe. The thread also records the summary in the metrics, so a generation whose client went away
-    is still accounted for (e.g. as finish_reason "cancelled").
+    It is the request's EventSink: the engine thread calls `push`/`end`, which hand each item to the loop with
+    call_soon_threadsafe (no pump thread). `end` also records the outcome in the metrics, so a generation whose
+    client went away is still accounted for (e.g. as finish_reason "cancelled").
     """
 
     def __init__(
@@ -36,43 +35,51 @@ class Generation:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._pending: deque[Any] = deque()
         self._metrics = metrics
-        self.handle: RequestHandle = engine.submit(request)  # raises QueueFull before any thread starts
+        self._cancelled = False
         self.finished = False
         self.summary: GenerationSummary | None = None
         self._on_end = on_end
+        # Registered before submitting: the engine thread may end the request before submit() even returns.
         if on_start is not None:
-            on_start(self)  # before the pump can call on_end, so a registry never keeps a finished generation
-        self._thread = threading.Thread(target=self._pump, name="dynadraft-http-pump", daemon=True)
-        self._thread.start()
+            on_start(self)
+        try:
+            self.handle: RequestHandle = engine.submit(request, sink=self)  # raises QueueFull
+        except BaseException:
+            if on_end is not None:
+                on_end(self)
+            raise
+        if self._cancelled:  # cancel_all() ran between registering and submitting
+            self.handle.cancel()
+
+    # -- the EventSink side (engine thread) -----------------------------------------------------------------------
+    def push(self, ev: Event) -> None:
+        if isinstance(ev, StepEvent):
+            return  # per-step telemetry stays in the summary; skipping saves a loop wake-up per step
+        if isinstance(ev, DoneEvent):
+            self._metrics.observe_summary(ev.summary)
+        self._put(ev)
+
+    def end(self, error: EngineError | None) -> None:
+        if error is not None:
+            if self._cancelled:
+                self._metrics.observe_cancelled_before_start()
+            else:
+                self._metrics.observe_error(error)
+            self._put(error)
+        self._put(_END)
+        if self._on_end is not None:
+            self._on_end(self)
 
     def _put(self, item: object) -> None:
         # A closed loop (server stopped) raises RuntimeError: nobody is listening any more, so drop the event.
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
-    def _pump(self) -> None:
-        try:
-            for ev in self.handle.events():
-                if isinstance(ev, StepEvent):
-                    continue  # per-step telemetry stays in the summary; skipping saves a loop wake-up per step
-                if isinstance(ev, DoneEvent):
-                    self._metrics.observe_summary(ev.summary)
-                self._put(ev)
-        except EngineError as e:
-            if self.handle.cancelled.is_set():
-                self._metrics.observe_cancelled_before_start()
-            else:
-                self._metrics.observe_error(e)
-            self._put(e)
-        except BaseException as e:  # never let a bug here hang the client
-            self._put(EngineError(f"internal error: {type(e).__name__}: {e}"))
-        finally:
-            self._put(_END)
-            if self._on_end is not None:
-                self._on_end(self)
-
+    # -- the event-loop side --------------------------------------------------------------------------------------
     def cancel(self) -> None:
-        self.handle.cancel()
+        self._cancelled = True
+        if hasattr(self, "handle"):
+            self.handle.cancel()
 
     async def next(self) -> TextEvent | DoneEvent | None:
         """The next event, or None at the end; raises the request's EngineError."""
@@ -87,7 +94,7 @@ class Generation:
             raise item
         if isinstance(item, DoneEvent):
             self.summary = item.summary
-        return item  # type: ignore[no-any-return]
+        return item
 
     def ready(self) -> list[TextEvent | DoneEvent]:
         """Events already waiting (without blocking), so a burst of tokens can go out as one chunk."""

@@ -14,8 +14,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.engine.worker import Engine
+from app.server.app import create_app
 from app.server.metrics import Metrics
-from app.server.routes import DEFAULT_MAX_BODY_BYTES, DDTableProvider, create_app
+from app.server.middleware import DEFAULT_MAX_BODY_BYTES
+from app.server.state import DDTableProvider
 
 
 class EndpointError(RuntimeError):

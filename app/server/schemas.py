@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.speculative import registry
 
 # Requests are validated strictly (no "16" -> 16, no true -> 1) so a malformed request gets a clear 400 instead of a
 # guess; unknown top-level fields are ignored as OpenAI-compatible servers do, because clients send many we don't use.
@@ -104,11 +106,20 @@ class SpeculativeOptions(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    source: Literal["draft", "lookup", "none", "pool"] | None = None
+    # The allowed sources are the registry's, read when validating and when the schema is written (not at import),
+    # so a source registered later is accepted and documented like the built-in ones.
+    source: str | None = Field(None, json_schema_extra=lambda schema: schema.update(enum=[*registry.choices(), None]))
     n_max: int | None = None
     n_min: int | None = None
     p_min: float | None = None
     adaptive: bool | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str | None) -> str | None:
+        if value is not None and value not in registry.choices():
+            raise ValueError(f"speculative.source must be one of {', '.join(registry.choices())}, got {value!r}")
+        return value
 
 
 class JsonSchemaFormat(BaseModel):

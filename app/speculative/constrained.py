@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from app.engine.grammar import Grammar, GrammarError
-from app.engine.sampling import SamplingParams, apply_penalties, distribution, draw
+from app.runtime.grammar import Grammar, GrammarError
+from app.runtime.sampling import SamplingParams, apply_penalties, distribution, draw
 from app.speculative.verify import Verdict
 
 _GREEDY_TIERS = (64, 2048)

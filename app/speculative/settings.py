@@ -3,30 +3,35 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
-Source = Literal["draft", "lookup", "none", "pool"]
-SOURCES: tuple[str, ...] = ("draft", "lookup", "none", "pool")
+
+def source_choices() -> tuple[str, ...]:
+    """Every value `source` may take: the registered draft sources, "none" and "pool" (app/speculative/registry)."""
+    from app.speculative import registry  # the registry imports the sources, which build SpecSettings
+
+    return registry.choices()
 
 
 @dataclass(frozen=True)
 class SpecSettings:
     """Draft settings for one request; `n_max == 0` or `source == "none"` is plain decoding.
 
-    source: "draft" (a second GGUF), "lookup" (prompt n-gram lookup), "none", or "pool" (chosen per step).
+    source: a registered draft source ("draft": a second GGUF, "lookup": prompt n-gram lookup, ...), "none", or
+    "pool" (chosen per step among the loaded sources).
     n_max: the deepest draft; n_min: a shorter draft is dropped; p_min: drafting stops when the draft's
     top-1 probability falls below it; adaptive: draft length follows measured acceptance within [n_min, n_max].
     """
 
-    source: Source = "draft"
+    source: str = "draft"
     n_max: int = 0
     n_min: int = 0
     p_min: float = 0.0
     adaptive: bool = False
 
     def __post_init__(self) -> None:
-        if self.source not in SOURCES:
-            raise ValueError(f"speculative.source must be one of {', '.join(SOURCES)}, got {self.source!r}")
+        if self.source not in ("none", "pool") and self.source not in (known := source_choices()):
+            raise ValueError(f"speculative.source must be one of {', '.join(known)}, got {self.source!r}")
         if not 0 <= self.n_max <= 64:
             raise ValueError(f"speculative.n_max must be in 0..64, got {self.n_max}")
         if not 0 <= self.n_min <= max(self.n_max, 0):
@@ -65,3 +70,40 @@ class SpecSettings:
 
 
 PLAIN = SpecSettings(source="none", n_max=0)
+
+# What an explicit override drafts when the user names only some of its fields: one set of defaults for the GUI,
+# the HTTP API and the CLI. DEFAULT_P_MIN is 0.0 (no confidence stop): an override is taken literally and drafts
+# n_max tokens unless the user also asks for a stop. The GUI used 0.5 while HTTP and CLI used 0.0; 0.0 won because
+# it is what the API and `dynadraft generate` document, and a confidence stop only means something for a draft model
+# (prompt lookup proposes with confidence 1.0), so it belongs to the user's explicit choice, not to a default.
+DEFAULT_N_MAX = 8  # deep enough for copy-heavy text; a rejected draft of 8 costs one verify of 9 tokens
+DEFAULT_P_MIN = 0.0
+
+
+def from_intent(
+    source: str | None,
+    *,
+    draft_loaded: bool = False,
+    n_max: int | None = None,
+    n_min: int | None = None,
+    p_min: float | None = None,
+    adaptive: bool = False,
+) -> SpecSettings:
+    """The override a user's choices describe (GUI, HTTP and CLI all map through here); raises ValueError.
+
+    source None: the draft model when one is loaded (`draft_loaded`), else prompt lookup (registry.default_source);
+    "none": plain decoding. Fields left out take DEFAULT_N_MAX / DEFAULT_P_MIN / n_min 0.
+    """
+    from app.speculative import registry
+
+    if source is None:
+        source = registry.default_source(draft_loaded)
+    if source == registry.NONE:
+        return SpecSettings(source, n_max or 0, n_min or 0, DEFAULT_P_MIN if p_min is None else p_min, adaptive)
+    return SpecSettings(
+        source=source,
+        n_max=DEFAULT_N_MAX if n_max is None else n_max,
+        n_min=n_min or 0,
+        p_min=DEFAULT_P_MIN if p_min is None else p_min,
+        adaptive=adaptive,
+    )

@@ -1,16 +1,23 @@
-"""Draft sources behind one small interface: a second GGUF (draft model) and prompt n-gram lookup."""
+"""Draft sources behind one small interface: a second GGUF (draft model) and prompt n-gram lookup.
+
+Each source is one class that declares its name and needs (see `DraftSource`); app/speculative/registry.py lists
+them, and everything that enumerates sources (engine, pool, calibration grid, API schema, GUI) reads the registry.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
-from app.engine.llama import Context, LlamaError, Model, common_prefix
-from app.engine.sampling import SamplingParams, distribution, draw
+from app.runtime.sampling import SamplingParams, distribution, draw
+from app.speculative.settings import SpecSettings
+
+if TYPE_CHECKING:  # llama.cpp loads with the first model, not with this module (the registry imports it)
+    from app.runtime.llama import Context, Model
 
 # llama.cpp's own pairing rules (common/speculative.cpp): vocab sizes may differ by at most this much, and token
 # texts must agree from this id on (the first few ids are control tokens that families number differently).
@@ -29,10 +36,44 @@ class Draft:
     draft_ms: float = 0.0
 
 
-class DraftSource(Protocol):
-    """Propose up to n_max tokens continuing `history`; `rollback` tells the source what was committed."""
+@dataclass(frozen=True)
+class SourceEnv:
+    """What a loaded session offers its sources: the target model and context, and the draft model's context (None
+    when no draft GGUF is loaded). A source that needs more (another head, a file) takes it from these."""
 
-    name: str
+    target: Model
+    target_ctx: Context
+    draft_ctx: Context | None
+
+
+class DraftSource(Protocol):
+    """One draft source: a class declaring its name and needs, whose instances propose drafts for one session.
+
+    Declarations (class attributes):
+      name: the value of `speculative.source` that selects it (unique; not "none" or "pool");
+      label: how the GUI lists it;
+      needs_draft_model: it runs on the draft GGUF (`EngineConfig.draft`), a second model's memory and time; requests
+        for it are refused with "needs a draft model" when none is loaded;
+      cheap_peek: proposing costs microseconds (no model call), so the pool proposes first and lets the source
+        compete only on steps where it has a draft (prompt lookup).
+    Class methods:
+      create(env): the source for a loaded session, or None when it cannot run there (e.g. no draft model);
+      calibration_grid(mode): the settings a calibration measures for it ("quick" or "full").
+    Instance methods: `propose` drafts up to n_max tokens continuing `history` (never more; fewer than n_min: none);
+    `rollback(n)` says the first n tokens of the history are committed; `reset` forgets per-request state; `close`
+    frees what `create` allocated.
+    """
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+    needs_draft_model: ClassVar[bool]
+    cheap_peek: ClassVar[bool]
+
+    @classmethod
+    def create(cls, env: SourceEnv) -> DraftSource | None: ...
+
+    @classmethod
+    def calibration_grid(cls, mode: str) -> tuple[SpecSettings, ...]: ...
 
     def propose(
         self,
@@ -47,6 +88,8 @@ class DraftSource(Protocol):
     def rollback(self, n_committed: int) -> None: ...
 
     def reset(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class IncompatibleDraft(ValueError):
@@ -88,13 +131,33 @@ class DraftModelSource:
     verifier for exact rejection sampling. A draft shorter than n_min is dropped.
     """
 
-    name = "draft"
+    name: ClassVar[str] = "draft"
+    label: ClassVar[str] = "Draft model"
+    needs_draft_model: ClassVar[bool] = True
+    cheap_peek: ClassVar[bool] = False
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
+    @classmethod
+    def create(cls, env: SourceEnv) -> DraftModelSource | None:
+        return None if env.draft_ctx is None else cls(env.draft_ctx)
+
+    @classmethod
+    def calibration_grid(cls, mode: str) -> tuple[SpecSettings, ...]:
+        if mode == "full":
+            grid = [SpecSettings(cls.name, n, 0, p) for n in (1, 2, 3, 4, 6, 8) for p in (0.0, 0.25, 0.5, 0.75)]
+        else:
+            # Quick must cover the 1.5B/0.5B pair up to 4k context in 10 minutes on a 2-core CPU: a coarse depth
+            # ladder, one confidence stop, and the adaptive variant (which picks its depth itself).
+            grid = [SpecSettings(cls.name, n, 0, 0.0) for n in (2, 4, 8)]
+            grid.append(SpecSettings(cls.name, 4, 0, 0.5))
+        return (*grid, SpecSettings(cls.name, 8, 0, 0.0, adaptive=True))
+
     def _sync(self, history: Sequence[int]) -> None:
         """Make the draft KV hold history[:-1] and decode history[-1] so its logits are fresh."""
+        from app.runtime.llama import common_prefix
+
         ctx = self.ctx
         keep = min(common_prefix(ctx.tokens, history), len(history) - 1)
         if not ctx.truncate(keep):
@@ -149,6 +212,9 @@ class DraftModelSource:
     def reset(self) -> None:
         """Nothing to forget: the KV cache is reused across requests through the common prefix."""
 
+    def close(self) -> None:
+        self.ctx.close()
+
 
 class PromptLookupSource:
     """Prompt-lookup drafting: find the latest earlier occurrence of the last n tokens and propose what followed.
@@ -157,7 +223,19 @@ class PromptLookupSource:
     The index is updated incrementally as the history grows and rebuilt when it changes underneath.
     """
 
-    name = "lookup"
+    name: ClassVar[str] = "lookup"
+    label: ClassVar[str] = "Prompt lookup"
+    needs_draft_model: ClassVar[bool] = False
+    cheap_peek: ClassVar[bool] = True
+
+    @classmethod
+    def create(cls, env: SourceEnv) -> PromptLookupSource:
+        return cls()
+
+    @classmethod
+    def calibration_grid(cls, mode: str) -> tuple[SpecSettings, ...]:
+        depths = [SpecSettings(cls.name, n, 0, 0.0) for n in (2, 4, 8)] if mode == "full" else []
+        return (*depths, SpecSettings(cls.name, 8, 0, 0.0, adaptive=True))
 
     def __init__(self, ngram_max: int = 4, ngram_min: int = 1) -> None:
         if not 1 <= ngram_min <= ngram_max:
@@ -216,9 +294,14 @@ class PromptLookupSource:
         self._indexed = []
         self._index = {n: {} for n in self.sizes}
 
+    def close(self) -> None:
+        """Nothing allocated."""
+
 
 def load_draft_model(target: Model, path: str, ctx_params, model_params=None) -> tuple[Model, Context]:
     """Load a draft GGUF, check it pairs with `target`, and give it its own context."""
+    from app.runtime.llama import Context, LlamaError, Model
+
     draft = Model(path, model_params)
     try:
         check_pair(target, draft)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.engine.sampling import draw
+from app.runtime.sampling import draw
 
 
 @dataclass(frozen=True)

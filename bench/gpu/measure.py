@@ -1,4 +1,4 @@
-"""GPU measurements through the engine's own code (app.engine.llama / app.engine.session), for bench/simulate.py.
+"""GPU measurements through the engine's own code (app.runtime.llama / app.engine.session), for bench/simulate.py.
 
   python bench/gpu/measure.py devices OUT.json
   python bench/gpu/measure.py costs OUT.json NAME=MODEL.gguf ...      # verify-batch cost curves, batch 1..16
@@ -35,8 +35,7 @@ FLASH = [v.strip() == "1" for v in os.environ.get("DD_FLASH", "0").split(",")]
 def devices(out: str) -> None:
     import llama_cpp
 
-    from app.engine.device import backend_names, describe_active
-    from app.models.runtime import list_devices
+    from app.runtime.device import backend_names, describe_active, list_devices
 
     info = {
         "backends": backend_names(),
@@ -50,7 +49,7 @@ def devices(out: str) -> None:
 
 
 def costs(out: str, specs: list[str], contexts=(128, 1024, 4096, 8192), batches=range(1, 17), reps=15) -> None:
-    from app.engine.llama import Context, ContextParams, Model, ModelParams
+    from app.runtime.llama import Context, ContextParams, Model, ModelParams
 
     contexts = tuple(int(c) for c in os.environ.get("DD_CONTEXTS", ",".join(map(str, contexts))).split(","))
     batches = tuple(int(b) for b in os.environ.get("DD_BATCHES", ",".join(map(str, batches))).split(","))
@@ -114,9 +113,9 @@ def _cost_rows(ctx, n_vocab: int, contexts, batches, reps: int, label: str) -> d
 def engine(out: str, target: str, draft: str, contexts=(512, 4096), max_tokens=128) -> None:
     max_tokens = int(os.environ.get("DD_MAX_TOKENS", max_tokens))
     from app.calibration.runner import build_messages, corpus_text
-    from app.engine.sampling import SamplingParams
     from app.engine.session import EngineConfig, Session
     from app.engine.types import DoneEvent, GenerationRequest, StepEvent
+    from app.runtime.sampling import SamplingParams
     from app.speculative.settings import PLAIN, SpecSettings
 
     contexts = tuple(int(c) for c in os.environ.get("DD_ENGINE_CONTEXTS", ",".join(map(str, contexts))).split(","))

@@ -49,7 +49,10 @@ def test_tiny_calibration_writes_a_table_the_engine_then_applies(session: Sessio
         settings = {r.setting.label() for r in table.rows_in(rng)}
         assert "off" in settings  # plain decoding is always measured
     assert result.saved_to is not None and result.saved_to.is_file()
-    assert "| Context | Static fixed setting | Static TG | DD-selected setting | DD TG | Gain vs static |" in result.markdown
+    assert (
+        "| Context | Static fixed setting | Static TG | DD-selected setting | DD TG | Gain vs static |"
+        in result.markdown
+    )
     assert result.csv.splitlines()[0].startswith("Context,Static fixed setting")
     # The engine now applies the table: the decision record says so.
     req = GenerationRequest(messages=({"role": "user", "content": "Hello there"},), max_tokens=4)

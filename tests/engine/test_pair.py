@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
+from app.runtime.sampling import SamplingParams
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 
@@ -44,7 +44,7 @@ def test_pair_is_accepted_and_a_mismatched_pair_is_refused(pair_session: Session
     from app.speculative.sources import IncompatibleDraft, check_pair
 
     assert "draft" in pair_session.sources
-    from app.engine.llama import Model
+    from app.runtime.llama import Model
 
     small = Model(smollm2_path)
     try:
@@ -74,10 +74,32 @@ def test_greedy_exactness_with_the_real_pair(pair_session: Session, spec: SpecSe
 def test_generate_cli_json_with_the_pair(qwen_pair: tuple[Path, Path]) -> None:
     target, draft = qwen_pair
     proc = subprocess.run(
-        [sys.executable, "-m", "app", "generate", "--model", str(target), "--draft", str(draft),
-         "--spec-n-max", "4", "--spec-p-min", "0.25", "--prompt", "Say hi in five words.", "--max-tokens", "12",
-         "--temperature", "0", "--json", "--ctx-size", "512"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "generate",
+            "--model",
+            str(target),
+            "--draft",
+            str(draft),
+            "--spec-n-max",
+            "4",
+            "--spec-p-min",
+            "0.25",
+            "--prompt",
+            "Say hi in five words.",
+            "--max-tokens",
+            "12",
+            "--temperature",
+            "0",
+            "--json",
+            "--ctx-size",
+            "512",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)

@@ -24,10 +24,10 @@ import llama_cpp as L
 import numpy as np
 import pytest
 
-from app.engine.llama import Context, LlamaError
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session, top2_margin
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, StepEvent
+from app.runtime.llama import Context, LlamaError
+from app.runtime.sampling import SamplingParams
 from app.speculative.exactness import Exactness, compare
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftSource

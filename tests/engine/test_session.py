@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.sampling import SamplingParams, distribution, draw
 from app.engine.session import EngineConfig, Session
 from app.engine.types import ContextLengthExceeded, DoneEvent, GenerationRequest, GenerationSummary, TextEvent
 from app.engine.worker import Engine
+from app.runtime.sampling import SamplingParams, distribution, draw
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.verify import Verdict, verify_sampled

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.device import (
+from app.runtime.device import (
     ALL_LAYERS,
+    Device,
     accelerators,
     classify,
     default_gpu_layers,
@@ -26,7 +27,6 @@ from app.engine.device import (
     resolve_flash_attn,
     short_name,
 )
-from app.models.runtime import Device
 
 GB = 1 << 30
 
@@ -123,14 +123,14 @@ def test_flash_attention_auto_is_off_only_on_a_software_vulkan_device() -> None:
 
 _CHILD = r"""
 import json, sys
-from app.engine.device import backend_names, describe_active, has_vulkan_backend
-from app.models.runtime import list_devices
+from app.runtime.device import backend_names, describe_active, has_vulkan_backend
+from app.runtime.device import list_devices
 out = {"backends": backend_names(), "devices": [d.description for d in list_devices() if d.type != "CPU"]}
 if not has_vulkan_backend() or not out["devices"]:
     print(json.dumps(out)); sys.exit(0)
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
-from app.engine.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN, SpecSettings
 model, draft = sys.argv[1], sys.argv[2]
 s = Session(EngineConfig(model=model, draft=draft, n_ctx=1024, n_batch=128, n_gpu_layers=-1, dynamic_draft=False))

@@ -21,7 +21,7 @@ def _tiny(engine, progress, cancel, contexts=(64,)):  # type: ignore[no-untyped-
 
 
 def test_tiny_calibration_from_the_panel_shows_its_table(qtbot, gui_engine) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.panels import CalibrationPanel
+    from app.gui.calibration_panel import CalibrationPanel
 
     panel = CalibrationPanel(runner=_tiny)
     qtbot.addWidget(panel)
@@ -38,7 +38,7 @@ def test_tiny_calibration_from_the_panel_shows_its_table(qtbot, gui_engine) -> N
 
 
 def test_cancel_keeps_the_previous_state(qtbot, gui_engine) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.panels import CalibrationPanel
+    from app.gui.calibration_panel import CalibrationPanel
 
     def slow(engine, progress, cancel):  # type: ignore[no-untyped-def]
         return _tiny(engine, progress, cancel, contexts=(64, 200, 400, 800))

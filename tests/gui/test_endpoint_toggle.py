@@ -18,10 +18,6 @@ def _free_port() -> int:
 
 
 def test_endpoint_toggle_serves_and_releases_port(make_window, gui_engine, qtbot) -> None:  # type: ignore[no-untyped-def]
-    from app.gui import endpoint as ep
-
-    if ep.EndpointServer is None:
-        pytest.skip(f"app.server.runner is not available in this build: {ep.SERVER_ERROR}")
     httpx = pytest.importorskip("httpx")
     w: MainWindow = make_window(engine=gui_engine, model_label="smollm2")
     panel = w.endpoint
@@ -53,10 +49,6 @@ def test_endpoint_toggle_serves_and_releases_port(make_window, gui_engine, qtbot
 
 
 def test_port_in_use_is_reported(make_window, gui_engine, qtbot) -> None:  # type: ignore[no-untyped-def]
-    from app.gui import endpoint as ep
-
-    if ep.EndpointServer is None:
-        pytest.skip(f"app.server.runner is not available in this build: {ep.SERVER_ERROR}")
     w: MainWindow = make_window(engine=gui_engine)
     blocker_sock = socket.socket()
     blocker_sock.bind(("127.0.0.1", 0))

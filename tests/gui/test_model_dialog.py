@@ -43,8 +43,8 @@ def test_external_runtime_loads_from_the_dialog_and_is_remembered(  # type: igno
     engine = w.engine
     assert engine is not None
     from app.engine.external import ExternalSession
-    from app.engine.sampling import SamplingParams
     from app.engine.types import GenerationRequest
+    from app.runtime.sampling import SamplingParams
 
     assert engine.call(lambda s: isinstance(s, ExternalSession), timeout=30)
     req = GenerationRequest(

@@ -14,7 +14,7 @@ from tests.models.models_testlib import FakeHub, _Handler
 def test_download_from_the_local_hub_shows_progress_and_completes(qtbot, monkeypatch, smollm2_path: Path) -> None:  # type: ignore[no-untyped-def]
     from PySide6.QtCore import Qt
 
-    from app.gui.panels import ModelsPanel
+    from app.gui.models_panel import ModelsPanel
 
     hub = FakeHub()
     server = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_Handler,), {"hub": hub}))
@@ -27,9 +27,22 @@ def test_download_from_the_local_hub_shows_progress_and_completes(qtbot, monkeyp
         monkeypatch.setenv("HF_ENDPOINT", hub.base)
         cfg = get_paths().config
         cfg.mkdir(parents=True, exist_ok=True)
-        (cfg / "catalog.json").write_text(json.dumps({"schema": 1, "families": [{
-            "id": "smol-test", "name": "Smol (test)", "builds": [{"id": "smol-test-q4", "format": "Q4_1",
-                                                                  "repo": "me/smol", "files": ["smol-q4_1.gguf"]}]}]}))
+        (cfg / "catalog.json").write_text(
+            json.dumps(
+                {
+                    "schema": 1,
+                    "families": [
+                        {
+                            "id": "smol-test",
+                            "name": "Smol (test)",
+                            "builds": [
+                                {"id": "smol-test-q4", "format": "Q4_1", "repo": "me/smol", "files": ["smol-q4_1.gguf"]}
+                            ],
+                        }
+                    ],
+                }
+            )
+        )
         panel = ModelsPanel()
         qtbot.addWidget(panel)
         panel.show()

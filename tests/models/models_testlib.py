@@ -81,8 +81,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, {"Content-Type": "application/json"}, json.dumps(obj).encode())
 
     def _error(self, status: int, code: str, message: str) -> None:
-        self._send(status, {"X-Error-Code": code, "X-Error-Message": message, "X-Repo-Commit": COMMIT,
-                            "Content-Type": "application/json"}, json.dumps({"error": message}).encode())
+        self._send(
+            status,
+            {
+                "X-Error-Code": code,
+                "X-Error-Message": message,
+                "X-Repo-Commit": COMMIT,
+                "Content-Type": "application/json",
+            },
+            json.dumps({"error": message}).encode(),
+        )
 
     def _authorized(self, repo: str) -> bool:
         return repo not in self.hub.gated or self.headers.get("authorization") == f"Bearer {TOKEN}"
@@ -96,8 +104,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self) -> None:
         url = urlparse(self.path)
         path = unquote(url.path)
-        self.hub.requests.append({"method": self.command, "path": path, "range": self.headers.get("Range"),
-                                  "authorization": self.headers.get("authorization")})
+        self.hub.requests.append(
+            {
+                "method": self.command,
+                "path": path,
+                "range": self.headers.get("Range"),
+                "authorization": self.headers.get("authorization"),
+            }
+        )
         if path == "/api/models":
             return self._search(parse_qs(url.query))
         m = re.match(r"^/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?$", path)
@@ -113,8 +127,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _search(self, query: dict[str, list[str]]) -> None:
         term = (query.get("search") or [""])[0].lower()
-        hits = [{"id": r, "downloads": 10 * len(files), "likes": 1, "tags": ["gguf"], "gated": r in self.hub.gated}
-                for r, files in self.hub.repos.items() if term in r.lower()]
+        hits = [
+            {"id": r, "downloads": 10 * len(files), "likes": 1, "tags": ["gguf"], "gated": r in self.hub.gated}
+            for r, files in self.hub.repos.items()
+            if term in r.lower()
+        ]
         self._json(hits)
 
     def _model_info(self, repo: str) -> None:
@@ -128,8 +145,16 @@ class _Handler(BaseHTTPRequestHandler):
             if f.lfs:
                 s["lfs"] = {"size": len(f.data), "sha256": f.sha256, "pointerSize": 134}
             siblings.append(s)
-        self._json({"id": repo, "sha": COMMIT, "private": False, "gated": repo in self.hub.gated,
-                    "tags": ["gguf"], "siblings": siblings})
+        self._json(
+            {
+                "id": repo,
+                "sha": COMMIT,
+                "private": False,
+                "gated": repo in self.hub.gated,
+                "tags": ["gguf"],
+                "siblings": siblings,
+            }
+        )
 
     def _resolve(self, repo: str, filename: str) -> None:
         files = self.hub.repos.get(repo)
@@ -142,9 +167,17 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, "EntryNotFound", "Entry not found")
         if f.lfs:
             # Like the real Hub: LFS files redirect to a CDN host, the metadata rides on the redirect itself.
-            self._send(302, {"Location": f"{self.hub.cdn}/cdn/{f.sha256}", "X-Repo-Commit": COMMIT,
-                             "X-Linked-Etag": f'"{f.sha256}"', "X-Linked-Size": str(len(f.data)),
-                             "ETag": f'"{_git_blob_id(f.data)}"', "Content-Length": "0"})
+            self._send(
+                302,
+                {
+                    "Location": f"{self.hub.cdn}/cdn/{f.sha256}",
+                    "X-Repo-Commit": COMMIT,
+                    "X-Linked-Etag": f'"{f.sha256}"',
+                    "X-Linked-Size": str(len(f.data)),
+                    "ETag": f'"{_git_blob_id(f.data)}"',
+                    "Content-Length": "0",
+                },
+            )
             return
         self._serve_bytes(filename, f, {"X-Repo-Commit": COMMIT, "ETag": f'"{_git_blob_id(f.data)}"'})
 
@@ -166,8 +199,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(416, {"Content-Range": f"bytes */{len(data)}"})
             start, status = int(m[1]), 206
             headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
-        headers.update({"Accept-Ranges": "bytes", "Content-Length": str(len(data) - start),
-                        "Content-Type": "application/octet-stream"})
+        headers.update(
+            {
+                "Accept-Ranges": "bytes",
+                "Content-Length": str(len(data) - start),
+                "Content-Type": "application/octet-stream",
+            }
+        )
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
@@ -196,8 +234,14 @@ class _Handler(BaseHTTPRequestHandler):
 # --- GGUF files ---------------------------------------------------------------------------------------------------
 
 
-def write_gguf(path: Path, *, file_type: int | None, tensor_types: dict[str, int], context_length: int = 2048,
-               vocab: list[str] | None = None) -> Path:
+def write_gguf(
+    path: Path,
+    *,
+    file_type: int | None,
+    tensor_types: dict[str, int],
+    context_length: int = 2048,
+    vocab: list[str] | None = None,
+) -> Path:
     """A small valid GGUF written by the `gguf` package (F32 tensors), then re-typed to raw ids in place.
 
     Patching after writing is how we get fork/unknown type ids into a file: GGUFWriter refuses ids it doesn't know.

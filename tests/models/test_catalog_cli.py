@@ -10,7 +10,7 @@ import pytest
 
 from app.models.catalog import CatalogError, load_catalog, parse_pull_spec, resolve_tag
 from app.models.cli import add_models_arguments, add_pull_arguments, run_models, run_pull
-from app.models.download import HubOffline
+from app.models.download_errors import HubOffline
 from app.models.hub import search_hub
 from app.paths import get_paths
 from tests.models.models_testlib import FakeHub, write_gguf
@@ -59,8 +59,13 @@ def test_pull_specs() -> None:
     for bad in ("nonsense", "notarepo:x.gguf", "org/repo:"):
         with pytest.raises(CatalogError):
             parse_pull_spec(bad, cat)
-    files = ["README.md", "mmproj-Q4_K_M.gguf", "m-Q4_K_M-00002-of-00002.gguf", "m-Q4_K_M-00001-of-00002.gguf",
-             "m-Q8_0.gguf"]
+    files = [
+        "README.md",
+        "mmproj-Q4_K_M.gguf",
+        "m-Q4_K_M-00002-of-00002.gguf",
+        "m-Q4_K_M-00001-of-00002.gguf",
+        "m-Q8_0.gguf",
+    ]
     assert resolve_tag("Q4_K_M", files) == "m-Q4_K_M-00001-of-00002.gguf"
     assert resolve_tag("q8_0", files) == "m-Q8_0.gguf"
     with pytest.raises(CatalogError):
@@ -70,9 +75,29 @@ def test_pull_specs() -> None:
 def test_user_catalog_entries_are_merged() -> None:
     cfg = get_paths().config
     cfg.mkdir(parents=True)
-    (cfg / "catalog.json").write_text(json.dumps({"schema": 1, "families": [{
-        "id": "mine", "name": "Mine", "builds": [{"id": "mine-q8", "format": "Q8_0", "repo": "me/mine",
-                                                  "files": ["mine.gguf"], "sha256": None, "verified": True}]}]}))
+    (cfg / "catalog.json").write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "families": [
+                    {
+                        "id": "mine",
+                        "name": "Mine",
+                        "builds": [
+                            {
+                                "id": "mine-q8",
+                                "format": "Q8_0",
+                                "repo": "me/mine",
+                                "files": ["mine.gguf"],
+                                "sha256": None,
+                                "verified": True,
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
+    )
     cat = load_catalog()
     assert "mine" in cat.families and "smollm2-135m" in cat.families
     assert cat.builds["mine-q8"].verified is False  # "verified" without a hash is not believed
@@ -84,8 +109,9 @@ def test_pull_cli_real_gguf_from_hub(hub: FakeHub, smollm2: Path, capsys: pytest
     out = capsys.readouterr()
     assert rc == 0, out.err
     res = json.loads(out.out)
-    assert res["path"] == str(get_paths().models / "HuggingFaceTB" / "SmolLM2-135M-Instruct-GGUF"
-                              / "smollm2-135m-instruct-q4_1.gguf")
+    assert res["path"] == str(
+        get_paths().models / "HuggingFaceTB" / "SmolLM2-135M-Instruct-GGUF" / "smollm2-135m-instruct-q4_1.gguf"
+    )
     assert res["verified"] and res["format"] == "Q4_1" and res["compatibility"]["status"] == "loads"
     assert res["files"][0]["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 

@@ -11,15 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from app.models.download import (
-    ChecksumMismatch,
-    DownloadCancelled,
-    DownloadError,
-    HubOffline,
-    NotEnoughSpace,
-    Progress,
-    download_model,
-)
+from app.models.download import download_model
+from app.models.download_errors import ChecksumMismatch, DownloadCancelled, DownloadError, HubOffline, NotEnoughSpace
+from app.models.download_progress import Progress
 from tests.models.models_testlib import TOKEN, FakeHub
 
 REPO = "org/model-GGUF"
@@ -64,7 +58,7 @@ def test_cancel_then_resume_in_a_new_process_uses_range(hub: FakeHub, tmp_path: 
     data = _payload(24 * MB, seed=1)
     hf = hub.add(REPO, "big.gguf", data)
     dest = tmp_path / "dl"
-    from app.models.download import CancelToken
+    from app.models.download_progress import CancelToken
 
     token = CancelToken()
 
@@ -86,8 +80,14 @@ def test_cancel_then_resume_in_a_new_process_uses_range(hub: FakeHub, tmp_path: 
         f"r = download_model({REPO!r}, 'big.gguf', Path({str(dest)!r}), endpoint={hub.base!r}); "
         "f = r.files[0]; print(json.dumps([str(r.path), f.sha256, f.verified, f.resumed_from]))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[2], env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+        env=dict(os.environ),
+    )
     assert out.returncode == 0, out.stderr
     path, sha, verified, resumed_from = json.loads(out.stdout.strip().splitlines()[-1])
     assert resumed_from == kept

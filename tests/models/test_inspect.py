@@ -65,8 +65,13 @@ def test_rocmfpx_file_needs_fork_and_never_crashes(tmp_path: Path) -> None:
     path = write_gguf(
         tmp_path / STRIX_NAME,
         file_type=105,  # LLAMA_FTYPE_MOSTLY_Q4_0_ROCMFP4_STRIX in the fork
-        tensor_types={"token_embd.weight": 1, "blk.0.attn_q.weight": 100, "blk.0.ffn_down.weight": 101,
-                      "blk.0.ffn_up.weight": 102, "output.weight": 14},
+        tensor_types={
+            "token_embd.weight": 1,
+            "blk.0.attn_q.weight": 100,
+            "blk.0.ffn_down.weight": 101,
+            "blk.0.ffn_up.weight": 102,
+            "output.weight": 14,
+        },
     )
     from gguf import GGUFReader
 
@@ -92,8 +97,9 @@ def test_rocmfpx_file_needs_fork_and_never_crashes(tmp_path: Path) -> None:
 
 def test_unknown_fork_type_is_not_guessed(tmp_path: Path) -> None:
     # 47 was a ROCmFP4 id in another fork; with a mainline file type (Q4_K_M) there is no table to name it from.
-    path = write_gguf(tmp_path / "other-fork.gguf", file_type=15,
-                      tensor_types={"a.weight": 0, "b.weight": 47, "c.weight": 100})
+    path = write_gguf(
+        tmp_path / "other-fork.gguf", file_type=15, tensor_types={"a.weight": 0, "b.weight": 47, "c.weight": 100}
+    )
     r = inspect_gguf(path)
     by_id = {q.type_id: q for q in r.quant_mix}
     assert by_id[47].name == "unknown fork type 47" and by_id[47].origin == UNKNOWN

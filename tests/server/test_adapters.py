@@ -1,4 +1,4 @@
-"""The pure wire -> engine conversions (no server, no model)."""
+"""The pure wire -> engine conversions of the OpenAI dialects (no server, no model)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app.server import adapters
+from app.server import openai_chat, openai_common, openai_completions
 from app.server.errors import ApiError, from_validation_error
 from app.server.schemas import ChatCompletionRequest, CompletionRequest
-from app.speculative.settings import SpecSettings
+from app.speculative.settings import DEFAULT_N_MAX, SpecSettings
 
 
 def chat(**fields: Any) -> ChatCompletionRequest:
@@ -21,15 +21,15 @@ def chat(**fields: Any) -> ChatCompletionRequest:
 
 
 def test_defaults() -> None:
-    req = adapters.chat_to_generation(chat(), has_draft=False, max_tokens=77)
+    req = openai_chat.chat_to_generation(chat(), has_draft=False, max_tokens=77)
     assert req.max_tokens == 77
-    assert req.sampling.temperature == adapters.DEFAULT_TEMPERATURE
-    assert req.speculative is None and not req.pool
+    assert req.sampling.temperature == openai_common.DEFAULT_TEMPERATURE
+    assert req.speculative is None
     assert req.stop == ()
 
 
 def test_messages_developer_role_and_text_parts() -> None:
-    req = adapters.chat_to_generation(
+    req = openai_chat.chat_to_generation(
         chat(
             messages=[
                 {"role": "developer", "content": "be brief"},
@@ -47,7 +47,7 @@ def test_messages_developer_role_and_text_parts() -> None:
 
 
 def test_sampling_fields_and_limits() -> None:
-    req = adapters.chat_to_generation(
+    req = openai_chat.chat_to_generation(
         chat(temperature=0.7, top_p=0.9, top_k=40, min_p=0.05, seed=-1, stop="END", max_tokens=50,
              max_completion_tokens=9, presence_penalty=0.5, frequency_penalty=-0.5),
         has_draft=False,
@@ -59,25 +59,25 @@ def test_sampling_fields_and_limits() -> None:
 
 
 def test_speculative_override() -> None:
-    req = adapters.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 4}), has_draft=False)
+    req = openai_chat.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 4}), has_draft=False)
     assert req.speculative == SpecSettings(source="lookup", n_max=4)
-    req = adapters.chat_to_generation(chat(speculative={"n_min": 1}), has_draft=True)
-    assert req.speculative == SpecSettings(source="draft", n_max=adapters.DEFAULT_SPEC_N_MAX, n_min=1)
-    req = adapters.chat_to_generation(chat(speculative={"source": "pool", "adaptive": True}), has_draft=True)
-    assert req.pool and req.speculative is not None and req.speculative.adaptive
-    assert adapters.chat_to_generation(chat(speculative={}), has_draft=False).speculative is None
+    req = openai_chat.chat_to_generation(chat(speculative={"n_min": 1}), has_draft=True)
+    assert req.speculative == SpecSettings(source="draft", n_max=DEFAULT_N_MAX, n_min=1)
+    req = openai_chat.chat_to_generation(chat(speculative={"source": "pool", "adaptive": True}), has_draft=True)
+    assert req.speculative is not None and req.speculative.source == "pool" and req.speculative.adaptive
+    assert openai_chat.chat_to_generation(chat(speculative={}), has_draft=False).speculative is None
     with pytest.raises(ApiError, match="needs a draft model"):
-        adapters.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False)
+        openai_chat.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False)
     with pytest.raises(ApiError) as e:
-        adapters.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 65}), has_draft=False)
+        openai_chat.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 65}), has_draft=False)
     assert e.value.param == "speculative.n_max"
 
 
 def test_completion_prompt_forms() -> None:
     one = CompletionRequest.model_validate_json('{"model": "m", "prompt": ["abc"]}')
-    assert adapters.completion_to_generation(one, has_draft=False).prompt == "abc"
+    assert openai_completions.completion_to_generation(one, has_draft=False).prompt == "abc"
     with pytest.raises(ApiError):
-        adapters.completion_to_generation(
+        openai_completions.completion_to_generation(
             CompletionRequest.model_validate_json('{"model": "m", "prompt": [[1, 2]]}'), has_draft=False
         )
 

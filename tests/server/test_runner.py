@@ -15,10 +15,9 @@ import httpx
 import openai
 import pytest
 
-from app.engine import worker
 from app.engine.session import EngineConfig
 from app.engine.types import EngineError, GenerationRequest
-from app.engine.worker import Engine, RequestHandle
+from app.engine.worker import Engine, EventSink, RequestHandle
 from app.server.cli import run_serve
 from app.server.runner import EndpointError, EndpointServer, is_loopback
 from tests.server.helpers import MODEL_ID, chat_body
@@ -129,10 +128,9 @@ class _FailingEngine:
         self.queue_depth = 0
         self.error = error
 
-    def submit(self, request: GenerationRequest) -> RequestHandle:
-        handle = RequestHandle(request)
-        handle.error = self.error
-        handle._events.put(worker._END)
+    def submit(self, request: GenerationRequest, sink: EventSink | None = None) -> RequestHandle:
+        handle = RequestHandle(request, sink)
+        handle.finish(self.error)
         return handle
 
 

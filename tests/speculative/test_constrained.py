@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.grammar import Grammar, GrammarError
-from app.engine.llama import Model
-from app.engine.sampling import SamplingParams
+from app.runtime.grammar import Grammar, GrammarError
+from app.runtime.llama import Model
+from app.runtime.sampling import SamplingParams
 from app.speculative.constrained import (
     constrained_distribution,
     constrained_draw,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.sampling import SamplingParams
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
+from app.runtime.sampling import SamplingParams
 from app.speculative.adaptive import profile_cost
 from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.sampling import draw
+from app.runtime.sampling import draw
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 

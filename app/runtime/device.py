@@ -1,8 +1,8 @@
 """Which device runs the model: GPU detection from ggml's backend registry, Strix Halo recognition, offload defaults.
 
-The registry itself is read by `app.models.runtime.list_devices()`; this module only interprets what it returns, so
-the pure parts (`classify`, `is_strix_halo`, `default_gpu_layers(devices)`, `describe_active(..., devices)`) work on
-plain `Device` values and are tested without a GPU.
+`list_devices()` reads the registry through libggml; the rest only interprets what it returns, so the pure parts
+(`classify`, `is_strix_halo`, `default_gpu_layers(devices)`, `describe_active(..., devices)`) work on plain
+`Device` values and are tested without a GPU.
 
 Notes on what ggml reports (llama-cpp-python 0.3.36's vendored llama.cpp):
 - the Vulkan backend names its devices "Vulkan0", "Vulkan1", ... and the description is the driver's device name,
@@ -15,11 +15,83 @@ Notes on what ggml reports (llama-cpp-python 0.3.36's vendored llama.cpp):
 from __future__ import annotations
 
 import ctypes
+import platform
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from app.models.runtime import Device, _bind, list_devices
+# Flash attention settings, as llama.cpp's -fa: "auto" resolves the same way for the same backend, device and model.
+FLASH_ATTN_MODES = ("auto", "on", "off")
+
+# enum ggml_backend_dev_type in ggml-backend.h (llama-cpp-python 0.3.36's vendored llama.cpp).
+DEVICE_TYPES = {0: "CPU", 1: "GPU", 2: "IGPU", 3: "ACCEL", 4: "META"}
+
+
+@dataclass(frozen=True)
+class Device:
+    """One ggml backend device as the registry reports it."""
+
+    name: str
+    description: str
+    type: str
+    backend: str
+    memory_free: int
+    memory_total: int
+
+
+def _bind(lib: ctypes.CDLL, name: str, restype: Any, argtypes: list[Any]) -> Any:
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+def list_devices() -> list[Device]:
+    """Devices in ggml's backend registry, through libggml loaded by llama_cpp (the bindings don't wrap these)."""
+    import llama_cpp  # noqa: F401 - loading libllama initialises the backends it was built with
+    from llama_cpp._ggml import libggml
+
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    dev_count = _bind(libggml, "ggml_backend_dev_count", sz, [])
+    dev_get = _bind(libggml, "ggml_backend_dev_get", vp, [sz])
+    dev_name = _bind(libggml, "ggml_backend_dev_name", ctypes.c_char_p, [vp])
+    dev_desc = _bind(libggml, "ggml_backend_dev_description", ctypes.c_char_p, [vp])
+    dev_type = _bind(libggml, "ggml_backend_dev_type", ctypes.c_int, [vp])
+    dev_memory = _bind(libggml, "ggml_backend_dev_memory", None, [vp, ctypes.POINTER(sz), ctypes.POINTER(sz)])
+    dev_reg = _bind(libggml, "ggml_backend_dev_backend_reg", vp, [vp])
+    reg_name = _bind(libggml, "ggml_backend_reg_name", ctypes.c_char_p, [vp])
+    devices = []
+    for i in range(dev_count()):
+        dev = dev_get(i)
+        if not dev:
+            continue
+        free, total = sz(0), sz(0)
+        dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        reg = dev_reg(dev)
+        devices.append(
+            Device(
+                name=(dev_name(dev) or b"").decode(errors="replace"),
+                description=(dev_desc(dev) or b"").decode(errors="replace"),
+                type=DEVICE_TYPES.get(dev_type(dev), f"type {dev_type(dev)}"),
+                backend=(reg_name(reg) or b"").decode(errors="replace") if reg else "",
+                memory_free=free.value,
+                memory_total=total.value,
+            )
+        )
+    return devices
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
 
 ALL_LAYERS = -1  # llama.cpp: a negative n_gpu_layers offloads every layer (same as 999)
 
@@ -152,8 +224,6 @@ def describe_active(n_gpu_layers: int | None = None, devices: Sequence[Device] |
             label = acc.label + (" (software)" if acc.kind == "software" else "")
             partial = "" if n_gpu_layers < 0 or n_gpu_layers >= 999 else f" ({n_gpu_layers} layers)"
             return f"{acc.backend} · {label}{partial}"
-    from app.engine.identity import cpu_name
-
     return f"CPU · {cpu_name()}"
 
 

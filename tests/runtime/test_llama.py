@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.engine.llama import Context, ContextParams, Model
-from app.engine.sampling import greedy_token
+from app.runtime.llama import Context, ContextParams, Model
+from app.runtime.sampling import greedy_token
 
 
 def _greedy(model: Model, prompt: str, n: int) -> list[int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import llama_cpp as L
 import numpy as np
 
-from app.policy.fingerprint import FLASH_ATTN_MODES
+from app.runtime.device import FLASH_ATTN_MODES
 
 log = logging.getLogger(__name__)
 

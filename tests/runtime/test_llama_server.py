@@ -18,7 +18,7 @@ from app.engine.external import ExternalSession, engine_error, speculative_field
 from app.engine.session import EngineConfig, Session
 from app.engine.types import ContextLengthExceeded, DoneEvent, EngineError, GenerationRequest, TextEvent
 from app.engine.worker import Engine
-from app.models.external import (
+from app.runtime.llama_server import (
     SAMPLING_FIELDS,
     SPECULATIVE_FIELDS,
     ExternalServer,

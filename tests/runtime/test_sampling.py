@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.sampling import SamplingParams, apply_penalties, distribution, greedy_token
+from app.runtime.sampling import SamplingParams, apply_penalties, distribution, greedy_token
 
 LOGITS = np.log(np.array([0.5, 0.2, 0.15, 0.1, 0.05], dtype=np.float32))
 

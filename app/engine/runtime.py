@@ -1,0 +1,64 @@
+"""The interface every runtime behind the engine thread implements (the bundled Session, an external llama-server)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from app.engine.types import Event, GenerationRequest
+from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
+
+if TYPE_CHECKING:
+    from app.engine.session import EngineConfig
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a runtime can do, so callers ask it instead of checking its class.
+
+    calibrate: the calibration sweep can drive its llama.cpp contexts in-process; sources: the draft sources (registry
+    names) it has loaded, which a request may name besides "none" and "pool"; pool: per-step source choice ("pool");
+    adaptive: adaptive draft length.
+    """
+
+    calibrate: bool
+    sources: tuple[str, ...]
+    pool: bool
+    adaptive: bool
+
+
+class Runtime(Protocol):
+    """One loaded model (and draft) that one engine thread drives; not thread-safe.
+
+    `generate` yields TextEvent/StepEvent and ends with a DoneEvent, raising EngineError subclasses for refused or
+    failed requests; `format_prompt` gives exactly the tokens the model will see; `caps` is the draft allocation;
+    `policy` is Dynamic Draft for this runtime and `reload_policy()` re-reads its table (returns a status line, also
+    kept in `dd_status`); `status()` is one line saying which runtime this is and what it honours.
+    """
+
+    config: EngineConfig
+    policy: DynamicDraftPolicy
+    dd_status: str
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    @property
+    def caps(self) -> DraftCaps: ...
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    def format_prompt(self, request: GenerationRequest) -> list[int]: ...
+
+    def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]: ...
+
+    def set_policy(self, policy: DynamicDraftPolicy) -> None: ...
+
+    def reload_policy(self) -> str: ...
+
+    def status(self) -> str: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,117 @@
+"""Chat settings to an engine request, and a finished reply's summary to the stats each message shows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from app.engine.types import GenerationRequest, GenerationSummary
+from app.gui.store import Conversation, Message
+from app.runtime.sampling import SamplingParams
+from app.speculative import registry
+from app.speculative.settings import DEFAULT_N_MAX, DEFAULT_P_MIN, PLAIN, SpecSettings, from_intent
+
+DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
+    "temperature": 0.7,
+    "top_p": 0.95,
+    "top_k": 40,
+    "min_p": 0.05,
+    "repeat_penalty": 1.0,
+    "max_tokens": 512,
+    "seed": None,
+    "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | a registered source (spec_modes())
+    "spec_n_max": DEFAULT_N_MAX,
+    "spec_p_min": DEFAULT_P_MIN,  # was 0.5 here and 0.0 in HTTP/CLI: one default now (see speculative/settings.py)
+}
+
+
+def spec_modes() -> dict[str, str]:
+    """The speculation choices of a conversation: auto, off, then every registered draft source by its label."""
+    return {"auto": "Auto (Dynamic Draft)", "off": "Off (plain decoding)"} | {
+        cls.name: cls.label for cls in registry.sources()
+    }
+
+
+def chat_settings(conv: Conversation) -> dict[str, Any]:
+    """The conversation's settings with defaults filled in (older rows may lack newer keys)."""
+    return {**DEFAULT_CHAT_SETTINGS, **(conv.settings or {})}
+
+
+def spec_from_settings(s: dict[str, Any]) -> SpecSettings | None:
+    """None lets Dynamic Draft (or the engine default) decide; otherwise an explicit request override."""
+    mode = s.get("spec_mode", "auto")
+    if mode == "auto":
+        return None
+    if mode == "off":
+        return PLAIN
+    return from_intent(mode, n_max=int(s["spec_n_max"]), p_min=float(s["spec_p_min"]))
+
+
+def build_request(conv: Conversation, history: list[Message]) -> GenerationRequest:
+    """The engine request for a conversation: system prompt + user/assistant turns, with its sampling settings."""
+    s = chat_settings(conv)
+    msgs: list[dict[str, str]] = []
+    if conv.system_prompt.strip():
+        msgs.append({"role": "system", "content": conv.system_prompt})
+    msgs += [{"role": m.role, "content": m.content} for m in history if m.role in ("user", "assistant")]
+    seed = s.get("seed")
+    return GenerationRequest(
+        messages=tuple(msgs),
+        max_tokens=int(s["max_tokens"]),
+        sampling=SamplingParams(
+            temperature=float(s["temperature"]),
+            top_k=int(s["top_k"]),
+            top_p=float(s["top_p"]),
+            min_p=float(s["min_p"]),
+            repeat_penalty=float(s["repeat_penalty"]),
+            seed=None if seed in (None, "") else int(seed),
+        ),
+        speculative=spec_from_settings(s),
+        request_id=f"gui-{conv.id}-{int(time.time() * 1000)}",
+        echo_open_think=True,  # a template that opens <think> in the prompt: the reply still shows its thinking
+    )
+
+
+def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, Any]:
+    """What each reply shows and persists: speed, latency, acceptance and the Dynamic Draft decision."""
+    t = summary.timings
+    dd = summary.dynamic_draft or {}
+    selected = dd.get("selected")
+    try:
+        dd_label = SpecSettings.from_dict(selected).label() if isinstance(selected, dict) else summary.settings.label()
+    except (TypeError, ValueError):
+        dd_label = summary.settings.label()
+    return {
+        "tokens": t.predicted_n,
+        "tok_s": t.predicted_per_second,
+        "ttft_ms": round(ttft_s * 1000.0, 1) if ttft_s is not None else None,
+        "prompt_tokens": summary.prompt_tokens,
+        "prompt_ms": t.prompt_ms,
+        "draft_n": t.draft_n,
+        "draft_accepted": t.draft_n_accepted,
+        "acceptance": (t.draft_n_accepted / t.draft_n) if t.draft_n else None,
+        "steps": summary.steps,
+        "finish_reason": summary.finish_reason,
+        "spec": summary.settings.label(),
+        "dd": {"applied": bool(dd.get("applied")), "reason": dd.get("reason"), "setting": dd_label},
+    }
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """One line for a reply's footer."""
+    parts = [f"{stats.get('tok_s') or 0:.1f} tok/s"]
+    if stats.get("ttft_ms") is not None:
+        parts.append(f"first token {stats['ttft_ms']:.0f} ms")
+    if stats.get("acceptance") is not None:
+        parts.append(f"acceptance {stats['acceptance']:.0%} ({stats['draft_accepted']}/{stats['draft_n']})")
+    else:
+        parts.append("no drafts")
+    parts.append(f"{stats.get('tokens', 0)} tokens")
+    dd = stats.get("dd") or {}
+    state = "on" if dd.get("applied") else "off"
+    parts.append(f"DD {state}: {dd.get('setting', stats.get('spec', '?'))} ({dd.get('reason') or 'n/a'})")
+    if stats.get("finish_reason") == "cancelled":
+        parts.append("stopped")
+    elif stats.get("finish_reason") == "length":
+        parts.append("hit max tokens")
+    return " · ".join(parts)

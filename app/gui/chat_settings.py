@@ -1,0 +1,104 @@
+"""The per-conversation settings dialog: system prompt, sampling and speculation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QLineEdit,
+    QPlainTextEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.gui.chat_request import chat_settings, spec_modes
+from app.gui.store import Conversation
+from app.speculative import registry
+
+
+class ConversationSettingsDialog(QDialog):
+    """System prompt, sampling and speculation settings of one conversation."""
+
+    def __init__(self, conv: Conversation, has_draft: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"Chat settings — {conv.title}")
+        s = chat_settings(conv)
+        self.system = QPlainTextEdit(conv.system_prompt)
+        self.system.setPlaceholderText("Optional system prompt, e.g. “You are a concise coding assistant.”")
+        self.system.setFixedHeight(90)
+        self.temperature = _dspin(0, 2, 0.05, s["temperature"], "0 = greedy (deterministic)")
+        self.top_p = _dspin(0.01, 1, 0.01, s["top_p"])
+        self.top_k = _ispin(0, 1000, s["top_k"], "0 = off")
+        self.min_p = _dspin(0, 1, 0.01, s["min_p"])
+        self.repeat_penalty = _dspin(0.5, 2.0, 0.05, s["repeat_penalty"], "1 = off")
+        self.max_tokens = _ispin(1, 32768, s["max_tokens"])
+        self.seed = QLineEdit("" if s["seed"] is None else str(s["seed"]))
+        self.seed.setPlaceholderText("random")
+        self.spec_mode = QComboBox()
+        for key, label in spec_modes().items():
+            self.spec_mode.addItem(label, key)
+            if not has_draft and registry.needs_draft_model(key):
+                idx = self.spec_mode.count() - 1
+                self.spec_mode.model().item(idx).setEnabled(False)  # type: ignore[attr-defined]
+                self.spec_mode.setItemData(idx, "Load a draft model to use this", Qt.ItemDataRole.ToolTipRole)
+        self.spec_mode.setCurrentIndex(max(0, self.spec_mode.findData(s["spec_mode"])))
+        self.spec_n_max = _ispin(1, 64, s["spec_n_max"], "deepest draft per step")
+        self.spec_p_min = _dspin(0, 1, 0.05, s["spec_p_min"], "stop drafting below this draft probability")
+        form = QFormLayout()
+        form.addRow("System prompt", self.system)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-p", self.top_p)
+        form.addRow("Top-k", self.top_k)
+        form.addRow("Min-p", self.min_p)
+        form.addRow("Repeat penalty", self.repeat_penalty)
+        form.addRow("Max tokens", self.max_tokens)
+        form.addRow("Seed", self.seed)
+        form.addRow("Speculation", self.spec_mode)
+        form.addRow("Draft depth (n_max)", self.spec_n_max)
+        form.addRow("Draft p_min", self.spec_p_min)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(buttons)
+
+    def values(self) -> tuple[str, dict[str, Any]]:
+        seed_text = self.seed.text().strip()
+        return self.system.toPlainText(), {
+            "temperature": self.temperature.value(),
+            "top_p": self.top_p.value(),
+            "top_k": self.top_k.value(),
+            "min_p": self.min_p.value(),
+            "repeat_penalty": self.repeat_penalty.value(),
+            "max_tokens": self.max_tokens.value(),
+            "seed": int(seed_text) if seed_text.lstrip("-").isdigit() else None,
+            "spec_mode": self.spec_mode.currentData(),
+            "spec_n_max": self.spec_n_max.value(),
+            "spec_p_min": self.spec_p_min.value(),
+        }
+
+
+def _dspin(lo: float, hi: float, step: float, value: float, tip: str = "") -> QDoubleSpinBox:
+    w = QDoubleSpinBox()
+    w.setRange(lo, hi)
+    w.setSingleStep(step)
+    w.setDecimals(2)
+    w.setValue(float(value))
+    w.setToolTip(tip)
+    return w
+
+
+def _ispin(lo: int, hi: int, value: int, tip: str = "") -> QSpinBox:
+    w = QSpinBox()
+    w.setRange(lo, hi)
+    w.setValue(int(value))
+    w.setToolTip(tip)
+    return w

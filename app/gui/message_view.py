@@ -1,0 +1,220 @@
+"""One message bubble: the Markdown (or draft-highlighted) body, its stats footer and Copy / Regenerate."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QGuiApplication, QTextBlockFormat, QTextCursor
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.gui.chat_request import format_stats
+from app.gui.reply_parts import ReplyParts, Segment, ThinkingBox, ToolCallsView, split_reply
+from app.gui.store import Message
+
+_CODE_BG = QColor("#f3f3f3")
+
+
+class MarkdownView(QTextBrowser):
+    """A read-only text view that grows to fit its document, so a column of them scrolls as one transcript."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setOpenExternalLinks(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.document().setDocumentMargin(6)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.setStyleSheet("QTextBrowser { background: transparent; }")
+        self._fit()
+
+    def _fit(self, *_: object) -> None:
+        h = math.ceil(self.document().size().height()) + 2 * self.frameWidth() + 2
+        if h != self.height():
+            self.setFixedHeight(max(h, 24))
+
+    def wheelEvent(self, e: Any) -> None:  # noqa: N802 - Qt API
+        e.ignore()  # let the transcript's scroll area scroll, not this (non-scrolling) view
+
+    def render_markdown(self, text: str) -> None:
+        self.setMarkdown(text)
+        self._shade_code_blocks()
+
+    def render_highlighted(self, segments: list[tuple[str, int, int]]) -> None:
+        """Plain text with the pieces that came from accepted drafts shaded (darker = more drafted tokens)."""
+        out = []
+        for text, drafted, n in segments:
+            piece = html.escape(text)
+            if drafted > 0 and n > 0:
+                alpha = 0.25 + 0.5 * min(1.0, drafted / n)
+                piece = f'<span style="background-color: rgba(46,160,67,{alpha:.2f})">{piece}</span>'
+            out.append(piece)
+        self.setHtml(f'<div style="white-space: pre-wrap">{"".join(out)}</div>')
+
+    def _shade_code_blocks(self) -> None:
+        # The Markdown importer marks fenced/indented code with NonBreakableLines (and a fixed font) but no
+        # background; shading those blocks makes code stand out the way users expect from chat apps.
+        doc = self.document()
+        block = doc.begin()
+        fmt = QTextBlockFormat()
+        fmt.setBackground(_CODE_BG)
+        while block.isValid():
+            if block.blockFormat().nonBreakableLines():
+                cur = QTextCursor(block)
+                cur.mergeBlockFormat(fmt)
+            block = block.next()
+
+
+def settled_boundary(text: str, start: int) -> int:
+    """Where the settled part of a growing Markdown text ends: after the last blank line at or past `start` that
+    is outside a code fence (what comes before it can no longer change how it renders); `start` if none."""
+    end = len(text)
+    while (i := text.rfind("\n\n", start, end)) >= start:
+        if ("\n" + text[:i]).count("\n```") % 2 == 0:
+            return i + 2
+        end = i
+    return start
+
+
+class StreamingBody(QWidget):
+    """A reply's body while it streams: settled paragraphs, each rendered once, above a live tail re-rendered on
+    every tick, so a tick costs the length of the last paragraph rather than of the whole message."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._lay = QVBoxLayout(self)
+        self._lay.setContentsMargins(0, 0, 0, 0)
+        self._lay.setSpacing(0)
+        self.tail = MarkdownView()
+        self._lay.addWidget(self.tail)
+        self.settled_len = 0
+        self.chunks = 0
+
+    def update_text(self, text: str) -> None:
+        cut = settled_boundary(text, self.settled_len)
+        if cut > self.settled_len:
+            chunk = MarkdownView()
+            chunk.render_markdown(text[self.settled_len : cut])
+            self._lay.insertWidget(self._lay.count() - 1, chunk)
+            self.settled_len = cut
+            self.chunks += 1
+        self.tail.render_markdown(text[self.settled_len :] or "…")
+
+
+class MessageWidget(QFrame):
+    """One message bubble: role + stats header, the rendered body, and Copy / Regenerate buttons."""
+
+    regenerate = Signal()
+
+    def __init__(self, message: Message | None, role: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.message = message
+        self.role = role
+        self.content = message.content if message else ""
+        self.setObjectName("bubble_" + role)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        bg = {"user": "#e8f0fe", "assistant": "#ffffff", "error": "#fdecea"}.get(role, "#ffffff")
+        self.setStyleSheet(
+            f"QFrame#bubble_{role} {{ background: {bg}; border: 1px solid #dadce0; border-radius: 8px; }}"
+        )
+        who = QLabel({"user": "You", "assistant": "Assistant", "error": "Error"}.get(role, role.title()))
+        who.setStyleSheet("font-weight: bold; color: #444;")
+        self.stats_label = QLabel("")
+        self.stats_label.setStyleSheet("color: #666; font-size: 11px;")
+        self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.copy_btn = QPushButton("Copy")
+        self.copy_btn.setFlat(True)
+        self.copy_btn.setToolTip("Copy this message as Markdown")
+        self.copy_btn.clicked.connect(self.copy)
+        self.regen_btn = QPushButton("Regenerate")
+        self.regen_btn.setFlat(True)
+        self.regen_btn.setVisible(False)
+        self.regen_btn.clicked.connect(self.regenerate)
+        head = QHBoxLayout()
+        head.addWidget(who)
+        head.addStretch(1)
+        head.addWidget(self.regen_btn)
+        head.addWidget(self.copy_btn)
+        self.body = MarkdownView()
+        self.live: StreamingBody | None = None  # while a reply streams (plain Markdown, no highlighting)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 6, 8, 6)
+        lay.setSpacing(2)
+        lay.addLayout(head)
+        lay.addWidget(self.body)
+        self.tool_calls = ToolCallsView()
+        self.thinking = ThinkingBox()  # collapsed under the answer
+        lay.addWidget(self.tool_calls)
+        lay.addWidget(self.thinking)
+        lay.addWidget(self.stats_label)
+        self.stats_label.setVisible(False)
+        if message is not None:
+            self.set_text(message.content)
+            if message.stats:
+                self.set_stats(message.stats)
+
+    def _parts(self, text: str, counts: list[Segment] | None) -> ReplyParts:
+        """The answer, thinking and tool calls of an assistant reply (shown apart); `counts` counts the thinking."""
+        if counts is None and self.message is not None and self.message.stats:
+            counts = [(str(a), int(b), int(c)) for a, b, c in self.message.stats.get("segments") or []] or None
+        parts = split_reply(text, counts)
+        self.thinking.show_parts(parts)
+        self.tool_calls.show_calls(parts.calls)
+        return parts
+
+    def stream_text(self, text: str, counts: list[Segment] | None = None) -> None:
+        """Show a growing reply incrementally (see StreamingBody); `set_text` renders the final text as one."""
+        self.content = text
+        if self.role == "assistant":
+            parts = self._parts(text, counts)
+            text = parts.content or ("…" if parts.thinking or not parts.reasoning else "")
+        if self.live is None:
+            self.live = StreamingBody()
+            lay = self.layout()
+            assert isinstance(lay, QVBoxLayout)
+            lay.insertWidget(lay.indexOf(self.body), self.live)
+            self.body.setVisible(False)
+        self.live.update_text(text)
+
+    def set_text(
+        self, text: str, segments: list[tuple[str, int, int]] | None = None, counts: list[Segment] | None = None
+    ) -> None:
+        """Show `text`; `segments` highlights drafted tokens in the raw reply, `counts` gives thinking its tokens."""
+        self.content = text
+        if self.live is not None:
+            self.live.setParent(None)
+            self.live.deleteLater()
+            self.live = None
+            self.body.setVisible(True)
+        if segments is not None:
+            self.body.render_highlighted(segments)
+            self.thinking.setVisible(False)
+            self.tool_calls.setVisible(False)
+        elif self.role == "user":
+            self.body.setPlainText(text)  # users type plain text; don't reinterpret their * and _
+        elif self.role == "assistant":
+            parts = self._parts(text, counts)
+            self.body.render_markdown(parts.content)
+            self.body.setVisible(bool(parts.content) or not (parts.reasoning or parts.calls))
+        else:
+            self.body.render_markdown(text)
+
+    def set_stats(self, stats: dict[str, Any]) -> None:
+        self.stats_label.setText(format_stats(stats))
+        self.stats_label.setVisible(True)
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.content)

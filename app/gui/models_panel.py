@@ -1,0 +1,218 @@
+"""The Models panel: catalog families and builds, models on disk, and downloads with progress."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.gui.bridge import BackgroundCall
+from app.gui.panel_support import ProgressRelay
+from app.models import catalog as model_catalog
+from app.models import download_progress as downloads
+from app.models import local as local_models
+from app.paths import get_paths
+
+
+def _size(n: int | None) -> str:
+    if not n:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+class ModelsPanel(QWidget):
+    """Catalog families and builds with badges, models already on disk, and downloads with progress."""
+
+    load_requested = Signal(str)  # a local GGUF path to load
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.catalog: Any = None
+        self._call: BackgroundCall | None = None
+        self._cancel: Any = None
+        self._relay = ProgressRelay(self)
+        self._relay.progress.connect(self._on_progress)
+
+        lay = QVBoxLayout(self)
+        lay.addWidget(
+            QLabel("<b>Catalog</b>: models known to work with DynaDraft, with the draft that pairs with each.")
+        )
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Model / build", "Format", "Size", "Badges"])
+        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.tree.itemSelectionChanged.connect(self._sync)
+        lay.addWidget(self.tree, 2)
+        self.download_btn = QPushButton("Download selected")
+        self.download_btn.clicked.connect(self.download_selected)
+        self.cancel_btn = QPushButton("Cancel download")
+        self.cancel_btn.clicked.connect(self.cancel_download)
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(True)
+        self.progress.setVisible(False)
+        self.dl_status = QLabel("")
+        self.dl_status.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.download_btn)
+        row.addWidget(self.cancel_btn)
+        row.addWidget(self.progress, 1)
+        lay.addLayout(row)
+        lay.addWidget(self.dl_status)
+
+        lay.addWidget(QLabel(f"<b>On this computer</b> ({get_paths().models})"))
+        self.local = QTreeWidget()
+        self.local.setHeaderLabels(["File", "Format", "Size", "Status"])
+        self.local.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.local.itemDoubleClicked.connect(lambda it, _c: self._load_item(it))
+        lay.addWidget(self.local, 1)
+        lrow = QHBoxLayout()
+        self.load_btn = QPushButton("Load selected")
+        self.load_btn.clicked.connect(lambda: self._load_item(self.local.currentItem()))
+        refresh = QPushButton("Refresh")
+        refresh.clicked.connect(self.refresh)
+        lrow.addWidget(self.load_btn)
+        lrow.addWidget(refresh)
+        lrow.addStretch(1)
+        lay.addLayout(lrow)
+        self._loaded = False
+        self._sync()
+
+    def showEvent(self, e: Any) -> None:  # noqa: N802 - Qt API
+        # Reading the catalog and GGUF headers is cheap but not free: only when the panel is first shown.
+        if not self._loaded:
+            self._loaded = True
+            QTimer.singleShot(0, self.refresh)
+        super().showEvent(e)
+
+    def refresh(self) -> None:
+        self._fill_catalog()
+        self._fill_local()
+
+    def _fill_catalog(self) -> None:
+        self.tree.clear()
+        try:
+            self.catalog = model_catalog.load_catalog()
+        except Exception as e:
+            self.tree.addTopLevelItem(QTreeWidgetItem([f"catalog unreadable: {e}"]))
+            return
+        for fam in self.catalog.families.values():
+            draft = fam.draft
+            fam_badges = []
+            if draft is not None:
+                fam_badges.append(f"draft: {draft.kind}" + (f" {draft.build}" if draft.build else ""))
+            if fam.context_length:
+                fam_badges.append(f"ctx {fam.context_length // 1024}k")
+            top = QTreeWidgetItem([fam.name, fam.architecture or "", "", " · ".join(fam_badges)])
+            for b in fam.builds:
+                badges = []
+                if b.verified:
+                    badges.append("✔ verified")
+                if b.needs_fork:
+                    badges.append(f"needs {b.runtime} runtime")
+                if b.source == "packaged":
+                    badges.append("packaged")
+                if b.note:
+                    badges.append(b.note)
+                child = QTreeWidgetItem([b.id, b.format, _size(b.size), " · ".join(badges)])
+                child.setData(0, Qt.ItemDataRole.UserRole, b.id)
+                child.setToolTip(3, " · ".join(badges))
+                top.addChild(child)
+            self.tree.addTopLevelItem(top)
+            top.setExpanded(True)
+
+    def _fill_local(self) -> None:
+        self.local.clear()
+        try:
+            models = local_models.list_local_models(catalog=self.catalog)
+        except Exception as e:
+            self.local.addTopLevelItem(QTreeWidgetItem([f"could not list models: {e}"]))
+            return
+        for m in models:
+            r = m.report
+            status = m.error or ("✔ sha256 verified" if m.sha256 else "")
+            compat = getattr(m, "compat", None)
+            if compat is not None and getattr(compat, "loadable", True) is False:
+                status = (status + " · " if status else "") + "not loadable by this runtime"
+            it = QTreeWidgetItem(
+                [str(m.path.name), getattr(r, "format", "") or "", _size(getattr(r, "file_size", None)), status]
+            )
+            it.setData(0, Qt.ItemDataRole.UserRole, str(m.path))
+            it.setToolTip(0, str(m.path))
+            self.local.addTopLevelItem(it)
+        if self.local.topLevelItemCount() == 0:
+            self.local.addTopLevelItem(QTreeWidgetItem(["No models downloaded yet."]))
+
+    def _load_item(self, it: QTreeWidgetItem | None) -> None:
+        path = it.data(0, Qt.ItemDataRole.UserRole) if it is not None else None
+        if path:
+            self.load_requested.emit(str(path))
+
+    def _selected_build(self) -> str | None:
+        it = self.tree.currentItem()
+        return it.data(0, Qt.ItemDataRole.UserRole) if it is not None else None
+
+    def _sync(self) -> None:
+        downloading = self._call is not None
+        self.download_btn.setEnabled(not downloading and self._selected_build() is not None)
+        self.cancel_btn.setEnabled(downloading)
+        self.cancel_btn.setVisible(downloading)
+
+    def download_selected(self) -> None:
+        build_id = self._selected_build()
+        if build_id is None or self.catalog is None or self._call is not None:
+            return
+        spec = model_catalog.parse_pull_spec(build_id, self.catalog)
+        cancel = downloads.CancelToken()
+        self._cancel = cancel
+        relay = self._relay
+        pull = local_models.pull
+        self._call = BackgroundCall(
+            lambda: pull(spec, progress=relay.progress.emit, cancel=cancel), "dynadraft-dl", self
+        )
+        self._call.succeeded.connect(self._done)
+        self._call.failed.connect(self._failed)
+        self.progress.setVisible(True)
+        self.progress.setRange(0, 0)
+        self.dl_status.setText(f"Downloading {build_id}…")
+        self._call.start()
+        self._sync()
+
+    def cancel_download(self) -> None:
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    def _on_progress(self, p: Any) -> None:
+        total = p.overall_total or 0
+        if total:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * p.overall_downloaded / total))
+        eta = f", {p.eta:.0f} s left" if p.eta else ""
+        self.progress.setFormat(f"{p.phase} {p.filename} ({p.file_index}/{p.file_count}) {p.speed / 1e6:.1f} MB/s{eta}")
+
+    def _done(self, result: Any) -> None:
+        self._call = None
+        self.progress.setVisible(False)
+        path = getattr(result, "path", None)
+        self.dl_status.setText(f"Downloaded: {path}" if path else "Download finished.")
+        self._fill_local()
+        self._sync()
+
+    def _failed(self, message: str) -> None:
+        self._call = None
+        self.progress.setVisible(False)
+        self.dl_status.setText(f"Download failed: {message}")
+        self._sync()

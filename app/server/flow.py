@@ -1,0 +1,149 @@
+"""The flow both completion dialects share: check the model, size the reply, submit, then stream or answer once."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from app.engine.types import DoneEvent, EngineError, GenerationRequest, QueueFull, TextEvent
+from app.engine.worker import Engine
+from app.server.body import ClientGone, race_disconnect
+from app.server.bridge import Generation
+from app.server.errors import ApiError, from_engine_error
+from app.server.openai_common import StreamFormat, requested_max_tokens, with_max_tokens
+from app.server.state import ServerState
+
+
+class CompletionFlow:
+    """One server's request flow; each dialect module supplies its request mapping, stream format and body."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.engine = state.engine
+
+    def check_model(self, name: str) -> None:
+        if name not in self.state.aliases:
+            raise ApiError(
+                404,
+                f"model {name!r} not found; this server serves {self.state.model_id!r}",
+                code="model_not_found",
+                param="model",
+            )
+
+    async def resolve_max_tokens(self, request: GenerationRequest, explicit: int | None) -> GenerationRequest:
+        """Without a client limit, generate up to the end of the context window (needs the prompt's length)."""
+        if explicit is not None:
+            return request
+        if self.engine.queue_depth > self.engine.max_queue:
+            raise from_engine_error(_queue_full(self.engine))
+
+        def measure(session: Any) -> tuple[int, int]:
+            return len(session.format_prompt(request)), int(session.n_ctx)
+
+        try:
+            n_prompt, n_ctx = await anyio.to_thread.run_sync(self.engine.call, measure)
+        except EngineError as e:
+            raise from_engine_error(e) from None
+        room = n_ctx - n_prompt
+        if room < 1:
+            raise ApiError(
+                400,
+                f"the prompt ({n_prompt} tokens) fills the context window of {n_ctx} tokens",
+                code="context_length_exceeded",
+                param="messages",
+            )
+        return with_max_tokens(request, room)
+
+    def submit(self, request: GenerationRequest) -> Generation:
+        try:
+            return Generation(
+                self.engine, request, self.state.metrics, on_start=self.state.track, on_end=self.state.untrack
+            )
+        except EngineError as e:  # QueueFull -> 429 with Retry-After
+            raise from_engine_error(e) from None
+
+    async def first_event(self, request: Request, gen: Generation) -> TextEvent | DoneEvent | None:
+        try:
+            return await race_disconnect(request, gen, gen.next())
+        except EngineError as e:
+            raise _failed(gen, e) from None
+
+    async def collect(self, request: Request, gen: Generation) -> Any:
+        try:
+            return await race_disconnect(request, gen, gen.result())
+        except EngineError as e:
+            raise _failed(gen, e) from None
+
+    def stream_response(self, gen: Generation, first: TextEvent | DoneEvent | None, fmt: StreamFormat) -> Response:
+        async def body() -> AsyncIterator[str]:
+            try:
+                for chunk in fmt.opening():
+                    yield chunk
+                events: list[TextEvent | DoneEvent] = [] if first is None else [first, *gen.ready()]
+                while True:
+                    texts = [e for e in events if isinstance(e, TextEvent)]
+                    text = "".join(e.text for e in texts)
+                    logprobs = tuple(lp for e in texts for lp in e.logprobs)
+                    if text or logprobs:
+                        for chunk in fmt.text(text, logprobs):
+                            yield chunk
+                    for e in events:
+                        if isinstance(e, DoneEvent):
+                            for chunk in fmt.closing(e):
+                                yield chunk
+                    ev = await gen.next()
+                    if ev is None:
+                        break
+                    events = [ev, *gen.ready()]
+                yield "data: [DONE]\n\n"
+            except EngineError as e:
+                # The status line is already sent: report in-band, as OpenAI does, so clients raise an APIError.
+                yield f"data: {json.dumps(from_engine_error(e).body())}\n\n"
+            finally:
+                if not gen.finished:
+                    gen.cancel()  # the client went away (or the server is stopping): free the engine within a step
+
+        return StreamingResponse(
+            body(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def generate(
+        self, request: Request, req: Any, prefix: str, to_generation: Any, fmt: Any, to_body: Any
+    ) -> Response:
+        """The flow both completion routes share: check, submit, then stream chunks or answer with one body."""
+        self.check_model(req.model)
+        rid = f"{prefix}-{uuid.uuid4().hex}"
+        gen_req = to_generation(req, has_draft=self.state.has_draft, request_id=rid)
+        gen_req = await self.resolve_max_tokens(gen_req, requested_max_tokens(req))
+        gen = self.submit(gen_req)
+        created = int(time.time())
+        try:
+            if req.stream:
+                include_usage = bool(req.stream_options and req.stream_options.include_usage)
+                first = await self.first_event(request, gen)
+                return self.stream_response(gen, first, fmt(rid, created, self.state.model_id, include_usage))
+            summary = await self.collect(request, gen)
+        except ClientGone:
+            return Response(status_code=499)  # nobody reads it; nginx's "client closed request"
+        body = to_body(summary, id=rid, created=created, model=self.state.model_id)
+        return JSONResponse(body.model_dump(mode="json", exclude_none=True))
+
+
+def _failed(gen: Generation, err: EngineError) -> ApiError:
+    if gen.handle.cancelled.is_set():
+        # Only the server cancels a request whose client is still there: it is stopping.
+        return ApiError(503, "the server is stopping; the request was cancelled", code="server_stopping")
+    return from_engine_error(err)
+
+
+def _queue_full(engine: Engine) -> EngineError:
+    return QueueFull(f"the engine queue is full ({engine.max_queue} waiting); try again shortly")

@@ -1,0 +1,177 @@
+"""What the OpenAI chat and completions dialects share: sampling, speculation, stop, limits, usage, SSE."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import BaseModel
+
+from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, InvalidRequest, TokenLogprob
+from app.runtime.sampling import SamplingParams
+from app.server.errors import ApiError
+from app.server.schemas import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    PromptTokensDetails,
+    SpeculativeOptions,
+    Usage,
+)
+from app.speculative import registry
+from app.speculative.settings import SpecSettings, from_intent
+
+# OpenAI's default when a request leaves temperature out (llama.cpp uses 0.8); clients that want greedy send 0.
+DEFAULT_TEMPERATURE = 1.0
+
+
+def unsupported(param: str, message: str) -> ApiError:
+    return ApiError(400, message, code="unsupported_feature", param=param)
+
+
+# -- requests ------------------------------------------------------------------------------------------------------
+def requested_max_tokens(req: ChatCompletionRequest | CompletionRequest) -> int | None:
+    """The client's token limit (`max_completion_tokens` wins over the legacy `max_tokens`), or None if unset."""
+    if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
+        return req.max_completion_tokens
+    return req.max_tokens
+
+
+def _check_max_tokens(req: ChatCompletionRequest | CompletionRequest) -> None:
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = getattr(req, name, None)
+        if value is not None and value < 1:
+            raise ApiError(400, f"{name} must be >= 1, got {value}", code="invalid_request", param=name)
+
+
+def _sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
+    seed = req.seed
+    if seed is not None and seed < 0:
+        if seed != -1:
+            raise ApiError(
+                400, f"seed must be >= 0 (or -1 for random), got {seed}", code="invalid_request", param="seed"
+            )
+        seed = None  # llama.cpp's convention: -1 means a random seed
+    values: dict[str, Any] = {
+        "temperature": DEFAULT_TEMPERATURE if req.temperature is None else req.temperature,
+        "top_p": req.top_p,
+        "top_k": req.top_k,
+        "min_p": req.min_p,
+        "repeat_penalty": req.repeat_penalty,
+        "presence_penalty": req.presence_penalty,
+        "frequency_penalty": req.frequency_penalty,
+        "seed": seed,
+    }
+    try:
+        return SamplingParams(**{k: v for k, v in values.items() if v is not None or k == "seed"})
+    except ValueError as e:
+        # SamplingParams' messages start with the offending field name ("top_p must be in (0, 1]").
+        match = re.match(r"[a-z_]+", str(e))
+        raise ApiError(400, str(e), code="invalid_request", param=match.group(0) if match else None) from None
+
+
+def _speculative(opts: SpeculativeOptions | None, has_draft: bool) -> SpecSettings | None:
+    """The request's SpecSettings override; unspecified fields take the shared defaults (settings.from_intent)."""
+    if opts is None:
+        return None
+    data = opts.model_dump(exclude_none=True)
+    if not data:
+        return None  # an empty object asks for nothing: let Dynamic Draft / the engine defaults decide
+    source = data.pop("source", None) or registry.default_source(has_draft)
+    if registry.needs_draft_model(source) and not has_draft:
+        raise ApiError(
+            400,
+            f"speculative.source {source!r} needs a draft model and none is loaded; use 'lookup' or 'none'",
+            code="invalid_request",
+            param="speculative.source",
+        )
+    try:
+        return from_intent(source, draft_loaded=has_draft, **data)
+    except ValueError as e:
+        match = re.match(r"(speculative\.[a-z_]+)", str(e))
+        raise ApiError(400, str(e), code="invalid_request", param=match.group(1) if match else "speculative") from None
+
+
+def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    return (stop,) if isinstance(stop, str) else tuple(stop)
+
+
+def common_refusals(req: ChatCompletionRequest | CompletionRequest) -> None:
+    if req.n is not None and req.n != 1:
+        raise unsupported("n", f"only n=1 is supported, got n={req.n}")
+    if req.logit_bias:
+        raise unsupported("logit_bias", "logit_bias is not supported")
+    _check_max_tokens(req)
+
+
+def build_generation(
+    req: ChatCompletionRequest | CompletionRequest,
+    request_id: str,
+    fallback_max_tokens: int,
+    has_draft: bool,
+    **what: Any,
+) -> GenerationRequest:
+    spec = _speculative(req.speculative, has_draft)
+    sampling = _sampling(req)
+    stop = _stop(req.stop)
+    limit = requested_max_tokens(req)
+    try:
+        return GenerationRequest(
+            max_tokens=fallback_max_tokens if limit is None else limit,
+            sampling=sampling,
+            stop=stop,
+            speculative=spec,
+            request_id=request_id,
+            cache_prompt=req.cache_prompt,
+            **what,
+        )
+    except InvalidRequest as e:
+        param = "stop" if str(e).startswith("stop") else ("messages" if "message" in str(e) else None)
+        raise ApiError(400, str(e), code=e.code, param=param) from None
+
+
+def with_max_tokens(request: GenerationRequest, max_tokens: int) -> GenerationRequest:
+    return replace(request, max_tokens=max_tokens)
+
+
+# -- responses -----------------------------------------------------------------------------------------------------
+def usage(summary: GenerationSummary) -> Usage:
+    completion = len(summary.tokens)
+    return Usage(
+        prompt_tokens=summary.prompt_tokens,
+        completion_tokens=completion,
+        total_tokens=summary.prompt_tokens + completion,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=summary.timings.cache_n),
+    )
+
+
+def finish_reason(summary: GenerationSummary) -> str:
+    # "cancelled" only happens when the client went away, so nobody reads it; keep OpenAI's vocabulary anyway.
+    return "stop" if summary.finish_reason == "cancelled" else summary.finish_reason
+
+
+# -- streaming -----------------------------------------------------------------------------------------------------
+def sse(payload: BaseModel) -> str:
+    return f"data: {payload.model_dump_json(exclude_none=True)}\n\n"
+
+
+@dataclass
+class StreamFormat:
+    """How one dialect frames a stream: its opening chunks, one text delta, and the closing chunks."""
+
+    id: str
+    created: int
+    model: str
+    include_usage: bool
+
+    def opening(self) -> list[str]:
+        return []
+
+    def text(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> list[str]:
+        """The chunks for newly generated text (and, when asked for, its tokens' logprobs)."""
+        raise NotImplementedError
+
+    def closing(self, done: DoneEvent) -> list[str]:
+        raise NotImplementedError

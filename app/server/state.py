@@ -1,0 +1,47 @@
+"""What the routes share, kept on `app.state.dynadraft`: the engine, the model's names, metrics, live generations."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.engine.worker import Engine
+from app.server.bridge import Generation
+from app.server.metrics import Metrics
+
+DDTableProvider = Callable[[], Any]
+
+
+@dataclass
+class ServerState:
+    """Everything the routes need, kept on `app.state.dynadraft` (the tests and the runner read it too)."""
+
+    engine: Engine
+    model_id: str
+    aliases: frozenset[str]
+    has_draft: bool
+    max_body_bytes: int
+    metrics: Metrics = field(default_factory=Metrics)
+    dd_table_provider: DDTableProvider | None = None
+    created: int = field(default_factory=lambda: int(time.time()))
+    _active: set[Generation] = field(default_factory=set)
+    _active_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def track(self, gen: Generation) -> None:
+        with self._active_lock:
+            self._active.add(gen)
+
+    def untrack(self, gen: Generation) -> None:
+        with self._active_lock:
+            self._active.discard(gen)
+
+    def cancel_all(self) -> int:
+        """Cancel every queued or running generation (the server is stopping); returns how many."""
+        with self._active_lock:
+            active = list(self._active)
+        for gen in active:
+            gen.cancel()
+        return len(active)

@@ -1,0 +1,108 @@
+"""The draft-source registry: every source a request, the pool, the calibration grid, the API and the GUI can name.
+
+Adding a source is one class and one registration line:
+
+    class MySource:                      # implements app.speculative.sources.DraftSource
+        name: ClassVar[str] = "mine"     # the value of speculative.source
+        label: ClassVar[str] = "Mine"    # the GUI's name for it
+        needs_draft_model: ClassVar[bool] = False  # True: runs on the draft GGUF, refused when none is loaded
+        cheap_peek: ClassVar[bool] = False  # True: proposing costs microseconds; the pool asks it first
+        @classmethod
+        def create(cls, env): ...        # -> the source for a loaded Session, or None when it cannot run there
+        @classmethod
+        def calibration_grid(cls, mode): ...  # -> the SpecSettings a calibration measures for it
+        def propose(self, history, n_max, n_min, p_min, sampling, rng): ...  # -> Draft
+        def rollback(self, n_committed): ...
+        def reset(self): ...
+        def close(self): ...
+
+    register(MySource)                   # below, with the built-in sources (or from a test)
+
+Then the bundled Session creates it at load, requests may name it (HTTP schema, CLI and GUI included), the pool
+chooses among it and the other loaded sources per step, and calibration measures its grid. Besides the registered
+sources a request may name two choices that are not sources: "none" (plain decoding) and "pool" (per-step choice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from app.speculative.sources import DraftModelSource, DraftSource, PromptLookupSource
+
+NONE = "none"
+POOL = "pool"
+
+_SOURCES: dict[str, type[DraftSource]] = {}
+
+
+def register(cls: type[DraftSource]) -> type[DraftSource]:
+    """Add a source class (usable as a decorator); its `name` must be new."""
+    if cls.name in _SOURCES or cls.name in (NONE, POOL):
+        raise ValueError(f"draft source {cls.name!r} is already registered")
+    _SOURCES[cls.name] = cls
+    return cls
+
+
+def unregister(name: str) -> None:
+    """Remove a source (tests that register a toy source clean up with this)."""
+    del _SOURCES[name]
+
+
+def sources() -> tuple[type[DraftSource], ...]:
+    """The registered source classes, in registration order (the order the pool, GUI and calibration use)."""
+    return tuple(_SOURCES.values())
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_SOURCES)
+
+
+def choices() -> tuple[str, ...]:
+    """Every value `speculative.source` may take."""
+    return (*_SOURCES, NONE, POOL)
+
+
+def get(name: str) -> type[DraftSource]:
+    return _SOURCES[name]
+
+
+def needs_draft_model(source: str) -> bool:
+    """Whether `source` runs only with a draft GGUF loaded. "pool" does when every source it could choose besides
+    the cheap peeks needs one: a pool of prompt lookup and plain decoding alone is just lookup."""
+    if source == POOL:
+        return all(c.needs_draft_model for c in _SOURCES.values() if not c.cheap_peek)
+    cls = _SOURCES.get(source)
+    return cls is not None and cls.needs_draft_model
+
+
+def default_source(draft_loaded: bool) -> str:
+    """The source an override that names none drafts with: with a draft model loaded the first source that uses it,
+    else the first that needs none (today: the draft model, else prompt lookup)."""
+    order = sorted(_SOURCES.values(), key=lambda c: not c.needs_draft_model) if draft_loaded else _SOURCES.values()
+    return next((c.name for c in order if draft_loaded or not c.needs_draft_model), NONE)
+
+
+def unavailable(source: str, loaded: Collection[str]) -> str | None:
+    """Why a request for `source` cannot run where the `loaded` sources are, as the end of a sentence starting with
+    "speculative.source 'x' "; None when it can."""
+    if source == NONE:
+        return None
+    if source == POOL:
+        if any(not _SOURCES[n].cheap_peek for n in loaded if n in _SOURCES):
+            return None
+        return "needs a draft model; none is loaded"
+    if source in loaded:
+        return None
+    if needs_draft_model(source):
+        return "needs a draft model; none is loaded"
+    return "is not available on this runtime"
+
+
+def pool_arms(loaded: Collection[str]) -> list[str]:
+    """The pool's arms besides plain decoding: the loaded sources, in registration order."""
+    return [n for n in _SOURCES if n in loaded]
+
+
+# The built-in sources. A new source adds its line here.
+register(DraftModelSource)
+register(PromptLookupSource)
