@@ -50,8 +50,9 @@ def client(smollm2_path: Path) -> Iterator[openai.OpenAI]:
             server.stop()
 
 
-def _chat(client: openai.OpenAI, spec: dict[str, Any], **kw: Any) -> Any:
-    extra = {"speculative": spec, "cache_prompt": False, **kw.pop("extra_body", {})}
+def _chat(client: openai.OpenAI, spec: dict[str, Any], fresh: bool = True, **kw: Any) -> Any:
+    """A greedy chat request; `fresh` re-prefills the prompt, so outputs compare across requests exactly."""
+    extra = {"speculative": spec, "cache_prompt": not fresh, **kw.pop("extra_body", {})}
     return client.chat.completions.create(model=MODEL, messages=ASK, temperature=0, extra_body=extra, **kw)  # type: ignore[arg-type]
 
 
@@ -195,12 +196,12 @@ def test_tool_choice_named_forces_a_parsed_call(client: openai.OpenAI) -> None:
         },
     ]
     # SmolLM2's template cannot show tools: they are described in the system message instead.
-    bare = _chat(client, PLAIN, max_tokens=1)
-    told = _chat(client, PLAIN, max_tokens=1, tools=tools)
+    bare = _chat(client, PLAIN, False, max_tokens=1)
+    told = _chat(client, PLAIN, False, max_tokens=1, tools=tools)
     assert told.usage.prompt_tokens > bare.usage.prompt_tokens + 40
     choice = {"type": "function", "function": {"name": "get_weather"}}
-    for spec in (PLAIN, DRAFT):
-        resp = _chat(client, spec, max_tokens=60, tools=tools, tool_choice=choice, parallel_tool_calls=False)
+    for spec in (LOOKUP, DRAFT):
+        resp = _chat(client, spec, False, max_tokens=60, tools=tools, tool_choice=choice, parallel_tool_calls=False)
         out = resp.choices[0]
         assert out.finish_reason == "tool_calls"
         assert out.message.tool_calls and len(out.message.tool_calls) == 1
@@ -213,7 +214,7 @@ def test_a_malformed_call_from_the_model_is_plain_content(client: openai.OpenAI)
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     broken = 'root ::= "<tool_call>\\n{\\"name\\": f, oops}\\n</tool_call>"'
     for stream in (False, True):
-        resp = _chat(client, LOOKUP, max_tokens=30, tools=tools, stream=stream, extra_body={"grammar": broken})
+        resp = _chat(client, LOOKUP, False, max_tokens=30, tools=tools, stream=stream, extra_body={"grammar": broken})
         if stream:
             chunks = [c for c in resp if c.choices]
             assert not any(c.choices[0].delta.tool_calls for c in chunks)
