@@ -49,6 +49,20 @@ def _add_server_binary(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_profile(p: argparse.ArgumentParser) -> None:
+    """The engine-profile flags, the same in every subcommand; unset flags resolve in app.engine.profile."""
+    p.add_argument("--ctx-size", type=int, metavar="N", help="context window in tokens (default: 4096)")
+    p.add_argument("--batch-size", type=int, metavar="N", help="tokens per decode batch (default: 512)")
+    p.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: all cores)")
+    p.add_argument(
+        "--gpu-layers",
+        type=int,
+        metavar="N",
+        help="layers to offload (-1: all; default: all when a GPU is detected, else 0)",
+    )
+    p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, help=FLASH_ATTN_HELP)
+
+
 def _add_generate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="generate text from a prompt (with speculative decoding)")
     p.add_argument("--model", required=True, metavar="PATH", help="target GGUF model")
@@ -71,11 +85,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-p", type=float, default=0.0)
     p.add_argument("--seed", type=int, metavar="S")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    p.add_argument("--ctx-size", type=int, default=4096, metavar="N")
-    p.add_argument("--batch-size", type=int, default=512, metavar="N")
-    p.add_argument("--threads", type=int, default=0, metavar="N", help="0: all cores")
-    p.add_argument("--gpu-layers", type=int, default=0, metavar="N", help="layers to offload (-1: all)")
-    p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, default="auto", help=FLASH_ATTN_HELP)
+    _add_profile(p)
     _add_server_binary(p)
     p.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off for this run")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -99,15 +109,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", metavar="H")
     p.add_argument("--port", type=int, default=8080, metavar="P")
     p.add_argument("--api-key", metavar="K", help="required when binding beyond loopback")
-    p.add_argument("--ctx-size", type=int, default=4096, metavar="N")
-    p.add_argument("--threads", type=int, default=0, metavar="N")
-    p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
-    p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, default="auto", help=FLASH_ATTN_HELP)
+    _add_profile(p)
     _add_server_binary(p)
     p.add_argument("--max-queue", type=int, default=8, metavar="N", help="waiting requests before 429")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this CORS origin")
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
     p.add_argument("--chat-template-file", metavar="FILE", help="a Jinja chat template instead of the model's own")
+    dd = p.add_mutually_exclusive_group()
+    dd.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off (requests' fields or defaults run)")
+    dd.add_argument(
+        "--dd-force",
+        action="store_true",
+        help="force mode: Dynamic Draft's choice wins over requests' speculative fields",
+    )
     p.set_defaults(func=_lazy("app.server.cli", "run_serve"))
 
     p = sub.add_parser("calibrate", help="measure the draft-settings frontier on this device (Dynamic Draft)")
@@ -117,10 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--quick", action="store_true")
     m.add_argument("--full", action="store_true")
     p.add_argument("--budget-min", type=float, metavar="N", help="wall-time budget in minutes")
-    p.add_argument("--ctx-size", type=int, default=8192, metavar="N")
-    p.add_argument("--threads", type=int, default=0, metavar="N")
-    p.add_argument("--gpu-layers", type=int, default=0, metavar="N")
-    p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, default="auto", help=FLASH_ATTN_HELP)
+    p.add_argument(
+        "--contexts", metavar="N[,N...]", help="prompt lengths (tokens) to measure, instead of the mode's ladder"
+    )
+    p.add_argument("--gen-tokens", type=int, metavar="N", help="tokens generated per measurement (quick: 64)")
+    p.add_argument(
+        "--corpus", metavar="FILE", help="calibrate on your own kind of text (a UTF-8 file) instead of the shipped one"
+    )
+    _add_profile(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("app.calibration.cli", "run_calibrate"))
 
@@ -148,6 +166,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_self_test()
     if args.command is None:
+        from app.launch import gui_launch_problem
+
+        problem = gui_launch_problem()  # before Qt loads: a missing X11 library would make Qt abort
+        if problem:
+            print(problem, file=sys.stderr)
+            return 1
         from app.gui.main import run_app
 
         return run_app()

@@ -13,8 +13,16 @@ PY=${PYTHON:-python3}
 # shellcheck source=scripts/llama-build-flags.sh
 . scripts/llama-build-flags.sh
 
-# Qt (even offscreen) loads a few system libraries; install them when we can (root with apt), else just say so.
+# Qt (even offscreen) loads a few system libraries, and its xcb (X11) platform plugin links the libxcb-* ones below
+# (PySide6 bundles the plugin, not these; see app/launch.py); install them when we can (root with apt), else say so.
+# --dev adds Xvfb, an X server without a screen, so the tests can open the real window (journey J1).
 QT_LIBS="libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3"
+QT_LIBS="$QT_LIBS libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-randr0"
+QT_LIBS="$QT_LIBS libxcb-shape0 libxcb-shm0 libxcb-sync1 libxcb-util1 libxcb-xfixes0 libxcb-xkb1 libxkbcommon-x11-0"
+QT_LIBS="$QT_LIBS libx11-xcb1"
+if [ "${1:-}" = "--dev" ]; then
+  QT_LIBS="$QT_LIBS xvfb xauth"
+fi
 if command -v dpkg-query >/dev/null 2>&1; then
   missing=$(for p in $QT_LIBS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
   if [ -n "$missing" ]; then
@@ -22,7 +30,7 @@ if command -v dpkg-query >/dev/null 2>&1; then
       apt-get update -qq >/dev/null 2>&1 || true
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing desktop-file-utils >/dev/null
     else
-      echo "note: Qt needs these system packages: $missing (install them with your package manager)" >&2
+      echo "note: Qt needs these system packages: $(echo $missing) (install them: sudo apt-get install $(echo $missing))" >&2
     fi
   fi
 fi

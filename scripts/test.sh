@@ -13,6 +13,8 @@ scripts/setup.sh --dev
 # requiring it means those tests fail rather than skip if it is missing.
 DYNADRAFT_LLAMA_SERVER=$(scripts/build-llama-server.sh)
 export DYNADRAFT_LLAMA_SERVER DYNADRAFT_REQUIRE_LLAMA_SERVER=1
+# setup.sh --dev installs Xvfb where it can (root with apt): there the launch journey (J1) must run, not skip.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then export DYNADRAFT_REQUIRE_XVFB=1; fi
 export QT_QPA_PLATFORM=offscreen
 # Exit code 5 means pytest collected no test: that is a failure here, as for any other non-zero code.
 .venv/bin/python -m pytest -q "$@"

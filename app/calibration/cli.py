@@ -6,16 +6,50 @@ import argparse
 import json
 import sys
 import threading
+from pathlib import Path
 
-from app.calibration.runner import CalibrationCancelled, Progress, default_plan, run_calibration
+from app.calibration.runner import (
+    CalibrationCancelled,
+    Progress,
+    check_corpus,
+    default_plan,
+    plan_with,
+    run_calibration,
+)
 from app.engine.session import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine
 
 
+def plan_changes(args: argparse.Namespace) -> dict[str, object]:
+    """The --contexts / --gen-tokens overrides of the mode's plan (ValueError for bad values)."""
+    changes: dict[str, object] = {}
+    if getattr(args, "contexts", None):
+        contexts = tuple(sorted({int(c) for c in str(args.contexts).split(",") if c.strip()}))
+        if not contexts or contexts[0] < 16:
+            raise ValueError("--contexts needs prompt lengths of at least 16 tokens, e.g. 512,2048")
+        changes["contexts"] = contexts
+    if getattr(args, "corpus", None):
+        try:
+            raw = Path(args.corpus).read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise ValueError(f"cannot read --corpus {args.corpus}: {e.strerror or e}") from e
+        changes["corpus"] = check_corpus(raw)
+    if getattr(args, "gen_tokens", None) is not None:
+        if args.gen_tokens < 1:
+            raise ValueError("--gen-tokens must be at least 1")
+        changes["gen_tokens"] = args.gen_tokens
+    return changes
+
+
 def run_calibrate(args: argparse.Namespace) -> int:
     mode = "full" if args.full else "quick"
-    config = config_from_args(args)
+    try:
+        changes = plan_changes(args)
+        config = config_from_args(args)
+    except ValueError as e:
+        print(f"dynadraft calibrate: {e}", file=sys.stderr)
+        return 2
     cancel = threading.Event()
 
     def show(p: Progress) -> None:
@@ -25,7 +59,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     try:
         with Engine(config) as engine:
             result = engine.call(
-                lambda s: run_calibration(s, default_plan(s, mode, args.budget_min), progress=show, cancel=cancel)
+                lambda s: run_calibration(
+                    s, plan_with(default_plan(s, mode, args.budget_min), **changes), progress=show, cancel=cancel
+                )
             )
     except KeyboardInterrupt:
         cancel.set()

@@ -24,12 +24,12 @@ from typing import cast
 from app.engine.runtime import Runtime
 from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
-from app.policy.report import comparison_rows, to_csv, to_markdown
+from app.policy.report import ComparisonRow, comparison_rows, to_csv, to_markdown
 from app.policy.store import TableStore
 from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
 from app.runtime.sampling import SamplingParams
 from app.speculative import registry
-from app.speculative.exactness import compare
+from app.speculative.exactness import compare_outputs
 from app.speculative.settings import PLAIN, SpecSettings
 
 FIXED_BASELINE = SpecSettings(source="draft", n_max=2, p_min=0.0)  # the seed's fixed "n2,p0.0"
@@ -60,6 +60,7 @@ class Plan:
     repeats: int
     budget_s: float | None
     prune_ratio: float = 0.8
+    corpus: str | None = None  # the text prompts are cut from (None: the shipped prose + code corpus)
 
 
 @dataclass
@@ -103,6 +104,10 @@ def default_plan(runtime: Runtime, mode: str = "quick", budget_min: float | None
     limit = session.ctx.n_ctx - gen - 64
     points = (512, 1024, 2048, 4096) if mode == "quick" else (512, 1024, 2048, 4096, 8192, 16384, 32768)
     contexts = tuple(c for c in points if c <= limit) or (max(64, limit),)
+    if len(contexts) < len(points) and limit >= 1.5 * contexts[-1]:
+        # The default 4096-token context cannot hold a 4096-token prompt: measure the longest one that fits, so
+        # the table covers the whole window the engine will run with.
+        contexts = (*contexts, limit)
     budget = budget_min * 60.0 if budget_min else (600.0 if mode == "quick" else None)
     return Plan(
         contexts=contexts,
@@ -118,6 +123,20 @@ def corpus_text() -> str:
     root = resources.files("app.calibration") / "corpus"
     parts = [(root / name).read_text(encoding="utf-8") for name in ("prose.txt", "code.txt")]
     return "\n\n".join(parts)
+
+
+MIN_CORPUS_CHARS = 200
+
+
+def check_corpus(text: str) -> str:
+    """A user's own calibration text, stripped; ValueError when there is too little to cut prompts from."""
+    text = text.strip()
+    if len(text) < MIN_CORPUS_CHARS:
+        raise ValueError(
+            f"the calibration text has {len(text)} characters; give at least {MIN_CORPUS_CHARS} (it is repeated to "
+            "reach long prompts, so a few pages of your usual kind of text are enough)"
+        )
+    return text
 
 
 def build_messages(session: Session, target_tokens: int, corpus: str) -> tuple[tuple[dict[str, str], ...], int]:
@@ -185,7 +204,7 @@ def run_calibration(
     t_start = time.perf_counter()
     fingerprint = session_fingerprint(session)
     usable = [c for c in plan.candidates if c.is_plain or registry.unavailable(c.source, session.sources) is None]
-    corpus = corpus_text()
+    corpus = plan.corpus or corpus_text()
     n_ctx = len(plan.contexts)
     total_runs = n_ctx * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
     done = 0
@@ -243,8 +262,10 @@ def run_calibration(
             finally:
                 run_seconds.append(time.perf_counter() - t)
                 done += 1
-            verdict = compare(reference.tokens, reference.margins, out.tokens)
-            ok = verdict.acceptable and out.finish_reason == reference.finish_reason or verdict.identical
+            verdict = compare_outputs(
+                reference.tokens, reference.margins, reference.finish_reason, out.tokens, out.finish_reason
+            )
+            ok = verdict.acceptable
             if not ok:
                 unsafe.append(f"{ctx}: {setting.label()}: {verdict.describe()}")
             safe[(ctx, setting)] = safe.get((ctx, setting), True) and ok
@@ -292,10 +313,10 @@ def run_calibration(
     table = new_table(
         fingerprint,
         build_rows(measurements),
-        notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy",
+        notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy"
+        + (f", your own text ({len(plan.corpus)} characters)" if plan.corpus else ", the shipped corpus"),
     )
-    fixed = FIXED_BASELINE if FIXED_BASELINE.source in session.sources else None
-    rows = comparison_rows(table, fixed=fixed)
+    rows = report_rows(table)
     saved = None
     if not dry_run:
         from app.engine.identity import calibration_store
@@ -311,6 +332,13 @@ def run_calibration(
         skipped_contexts=skipped,
         unsafe=unsafe,
     )
+
+
+def report_rows(table: FrontierTable) -> list[ComparisonRow]:
+    """The static-vs-DD report of a table, as the CLI prints it and the app shows it: static is the fixed n2,p0
+    baseline when the table measured a draft model, else the best static setting."""
+    has_draft = any(r.setting.source in ("draft", "pool") for r in table.rows)
+    return comparison_rows(table, fixed=FIXED_BASELINE if has_draft else None)
 
 
 def plan_with(plan: Plan, **changes: object) -> Plan:

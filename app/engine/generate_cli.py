@@ -54,7 +54,11 @@ def run_generate(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 2
-    config = config_from_args(args, dynamic_draft=not args.no_dd)
+    try:
+        config = config_from_args(args, dynamic_draft=not args.no_dd)
+    except ValueError as e:
+        print(f"dynadraft generate: {e}", file=sys.stderr)
+        return 2
     try:
         with Engine(config) as engine:
             handle = engine.submit(request)
@@ -71,6 +75,9 @@ def run_generate(args: argparse.Namespace) -> int:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 1
     assert summary is not None
+    dd = summary.dynamic_draft or {}
+    if dd.get("reason") == "stale_table":  # said even with --json (on stderr), so a stale table is never silent
+        print(f"dynadraft generate: Dynamic Draft not applied: {dd.get('stale_message')}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary.to_dict(), ensure_ascii=False))
     else:

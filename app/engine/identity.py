@@ -59,8 +59,13 @@ def llama_build() -> str:
 
 def session_fingerprint(session: Session) -> Fingerprint:
     """The calibration fingerprint of a loaded Session (target/draft hashes, device, context settings)."""
+    from app.engine.profile import normalise_gpu_layers
+    from app.runtime.device import resolve_flash_attn
+
     cfg = session.config
     backend, device = active_device(cfg.n_gpu_layers)
+    # Offload is meaningless without an accelerator (0), and every layer is one value however it was spelt.
+    layers = 0 if backend == "cpu" else normalise_gpu_layers(cfg.n_gpu_layers, session.model.n_layer)
     return Fingerprint(
         target_sha256=cached_sha256(cfg.model),
         draft_name=Path(cfg.draft).name if cfg.draft else None,
@@ -69,9 +74,9 @@ def session_fingerprint(session: Session) -> Fingerprint:
         device=device,
         llama_build=llama_build(),
         n_ctx=session.ctx.n_ctx,
-        n_gpu_layers=cfg.n_gpu_layers,
+        n_gpu_layers=layers,
         n_threads=session.ctx.n_threads,
-        flash_attn=cfg.flash_attn,
+        flash_attn=resolve_flash_attn(cfg.flash_attn, cfg.n_gpu_layers),  # what llama.cpp was given
     )
 
 

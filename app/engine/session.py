@@ -14,6 +14,7 @@ import numpy as np
 
 from app.engine.chat import TemplateError, TextStream, render_chat
 from app.engine.logprobs import token_logprob
+from app.engine.profile import EngineProfile, profile_from_args, recalibrate_command
 from app.engine.runtime import Capabilities
 from app.engine.types import (
     ContextLengthExceeded,
@@ -75,16 +76,13 @@ class EngineConfig:
 
 
 def config_from_args(args: Any, **extra: Any) -> EngineConfig:
-    """The EngineConfig the CLI's shared flags describe (--model, --draft, --ctx-size, --batch-size, --threads,
-    --gpu-layers, --flash-attn, --server-binary); subcommands without a flag get the default, `extra` sets the rest."""
-    return EngineConfig(
-        model=args.model,
-        draft=getattr(args, "draft", None),
-        n_ctx=getattr(args, "ctx_size", None) or 4096,
-        n_batch=getattr(args, "batch_size", None) or 512,
-        n_threads=getattr(args, "threads", None) or 0,
-        n_gpu_layers=getattr(args, "gpu_layers", None) or 0,
-        flash_attn=getattr(args, "flash_attn", None) or "auto",
+    """The EngineConfig the CLI's shared flags describe (--model, --draft, --server-binary and the engine profile:
+    --ctx-size, --batch-size, --threads, --gpu-layers, --flash-attn, resolved by `resolve_profile`, so every
+    subcommand gets the same defaults); `extra` sets the rest."""
+    return config_with_profile(
+        args.model,
+        getattr(args, "draft", None),
+        profile_from_args(args),
         server_binary=getattr(args, "server_binary", None),
         chat_template=_read_text(getattr(args, "chat_template_file", None)),
         **extra,
@@ -93,6 +91,24 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
 
 def _read_text(path: str | None) -> str | None:
     return Path(path).read_text(encoding="utf-8") if path else None
+
+
+def config_with_profile(model: str, draft: str | None, profile: EngineProfile, **extra: Any) -> EngineConfig:
+    """An EngineConfig running `profile` (the CLI and the app build theirs here)."""
+    return EngineConfig(
+        model=model,
+        draft=draft,
+        n_ctx=profile.n_ctx,
+        n_batch=profile.n_batch,
+        n_threads=profile.n_threads,
+        n_gpu_layers=profile.n_gpu_layers,
+        flash_attn=profile.flash_attn,
+        **extra,
+    )
+
+
+def profile_of(config: EngineConfig) -> EngineProfile:
+    return EngineProfile(config.n_ctx, config.n_gpu_layers, config.flash_attn, config.n_batch, config.n_threads)
 
 
 def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPolicy:
@@ -160,6 +176,16 @@ class _Run:
     logprobs: list[TokenLogprob] = field(default_factory=list)
     logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
     step_logprobs: list[TokenLogprob] | None = None  # the current step's, read from its verify rows
+
+
+def within_vocab(
+    tokens: list[int], dists: list[np.ndarray | None], n_vocab: int
+) -> tuple[list[int], list[np.ndarray | None]]:
+    """The draft up to its first id outside the target's vocabulary: such an id must never reach llama_decode."""
+    for i, t in enumerate(tokens):
+        if not 0 <= t < n_vocab:
+            return tokens[:i], dists[:i]
+    return tokens, dists
 
 
 @dataclass
@@ -276,6 +302,8 @@ class Session:
             force=self.config.dd_force,
         )
         self.dd_status = result.message
+        if result.status == "stale":
+            self.dd_status += ": " + recalibrate_command(self.config.model, self.config.draft, profile_of(self.config))
         return self.dd_status
 
     def render_prompt(self, request: GenerationRequest) -> str:
@@ -420,7 +448,8 @@ class Session:
                 settings=settings,
                 dynamic_draft=self._decision_dict(record),
                 per_source=self.stats.request_summary(),
-                margins=tuple(run.margins[: len(run.generated)]),
+                # One more than the tokens when the run ended on an end token: the row that chose to stop.
+                margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
                 logprobs=tuple(run.logprobs),
             )
         )
@@ -522,6 +551,7 @@ class Session:
             s = run.settings
             d = ready or src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
             draft.tokens, draft.dists, draft.draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+        draft.tokens, draft.dists = within_vocab(draft.tokens, draft.dists, self.model.vocab.n_vocab)
         return draft
 
     def _checkpoint(self, draft: _StepDraft) -> Any:
@@ -608,6 +638,9 @@ class Session:
     def _decision_dict(self, record: DecisionRecord) -> dict[str, Any]:
         """The decision record as responses carry it; says so when speculation is off for this model (and why)."""
         out = record.to_dict()
+        if record.reason == "stale_table":  # which settings differ from the table's, and how to recalibrate
+            out["stale_fields"] = list(self.policy.stale_fields)
+            out["stale_message"] = self.dd_status
         if self.speculation_disabled_reason:
             out["speculation_disabled"] = self.speculation_disabled_reason
         return out

@@ -144,7 +144,8 @@ class GenerationSummary:
     settings: SpecSettings
     dynamic_draft: dict[str, Any] | None = None
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
-    margins: tuple[float, ...] = ()  # with collect_margins: top-1 minus top-2 logit of the row behind each token
+    # with collect_margins: top-1 minus top-2 logit of the row behind each token (and the end token, after a stop)
+    margins: tuple[float, ...] = ()
     logprobs: tuple[TokenLogprob, ...] = ()  # with GenerationRequest.logprobs: one per token in `tokens`
 
     def to_dict(self) -> dict[str, Any]:

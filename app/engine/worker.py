@@ -8,7 +8,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from app.engine.runtime import Runtime
@@ -91,12 +91,26 @@ class _Job:
     future: Future[Any] | None
 
 
+def apply_dd_options(session: Runtime, enabled: bool, force: bool) -> str:
+    """Set DD on/off and force mode on a session of either runtime (the config keeps them across table reloads)."""
+    session.config = replace(session.config, dynamic_draft=enabled, dd_force=force)
+    session.set_policy(session.policy.with_options(enabled=enabled, force=force))
+    return "Dynamic Draft off" if not enabled else str(session.dd_status) + ("; force mode" if force else "")
+
+
 def open_session(config: EngineConfig) -> Runtime:
-    """The runtime for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
+    """The session for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
     if config.server_binary:
         from app.engine.external import ExternalSession
 
         return ExternalSession(config)
+    from app.models.preflight import check_before_load
+
+    for path in (config.model, config.draft):
+        # A file we can classify as needing a fork never reaches llama.cpp's generic "unsupported format" error.
+        problem = check_before_load(path) if path else None
+        if problem:
+            raise EngineError(problem)
     return Session(config)
 
 
@@ -154,6 +168,20 @@ class Engine:
         except queue.Full:
             raise QueueFull(f"the engine queue is full ({self.max_queue} waiting); try again shortly") from None
         return handle
+
+    def dd_table(self) -> Any:
+        """The calibration table Dynamic Draft applies now (a FrontierTable), or None: no table, stale, or DD off.
+
+        Read without queueing behind a generation: the session swaps its policy whole and never mutates one, so
+        reading the reference from another thread (the HTTP server's) is safe."""
+        policy = getattr(getattr(self, "_session", None), "policy", None)
+        if policy is None or policy.unavailable is not None or not policy.enabled:
+            return None
+        return policy.table
+
+    def set_dd_options(self, enabled: bool, force: bool, timeout: float | None = None) -> str:
+        """Switch Dynamic Draft on/off and force mode, for this and later requests; returns the new status line."""
+        return self.call(lambda s: apply_dd_options(s, enabled, force), timeout=timeout)
 
     def generate(self, request: GenerationRequest) -> GenerationSummary:
         return self.submit(request).result()

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QProgressBar,
     QPushButton,
@@ -23,7 +26,6 @@ from app.gui.bridge import BackgroundCall
 from app.gui.panel_support import ProgressRelay
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
-    from app.engine.runtime import Runtime
     from app.engine.worker import Engine
 
 
@@ -36,10 +38,13 @@ class CalibrationPanel(QWidget):
 
     finished = Signal(object)
 
-    def __init__(self, runner: Callable[..., Any] | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, runner: Callable[..., Any] | None = None, parent: QWidget | None = None, settings: Any = None
+    ) -> None:
         super().__init__(parent)
         self.engine: Engine | None = None
         self.runner = runner
+        self.settings = settings  # a QSettings for the DD toggles (None: not remembered)
         if self.runner is None:
             from app.calibration.quick import run_quick  # loads the engine (llama.cpp) only with this panel
 
@@ -55,7 +60,14 @@ class CalibrationPanel(QWidget):
         self.table_status = QLabel("")
         self.table_status.setWordWrap(True)
         self.button = QPushButton("Calibrate this device (quick)")
-        self.button.clicked.connect(self.start)
+        self.button.clicked.connect(lambda: self.start())
+        self.file_btn = QPushButton("On a file…")
+        self.file_btn.setToolTip("Calibrate on your own kind of text: prompts are cut from a text file you choose")
+        self.file_btn.clicked.connect(self.start_on_file)
+        self.chats_btn = QPushButton("On my recent chats")
+        self.chats_btn.setToolTip("Calibrate on the text of your recent conversations (it stays on this machine)")
+        self.chats_btn.clicked.connect(self.start_on_chats)
+        self.recent_text: Callable[[], str] | None = None  # set by the window: the recent chats' text
         self.cancel_btn = QPushButton("Cancel")
         self.cancel_btn.clicked.connect(self.cancel)
         self.cancel_btn.setVisible(False)
@@ -63,12 +75,26 @@ class CalibrationPanel(QWidget):
         self.progress.setVisible(False)
         self.status = QLabel("")
         self.status.setWordWrap(True)
+        self.dd_on = QCheckBox("Dynamic Draft")
+        self.dd_on.setToolTip("Choose draft settings per request from the calibrated table (off: the default runs)")
+        self.dd_force = QCheckBox("Force mode")
+        self.dd_force.setToolTip(
+            "Dynamic Draft's choice wins over a request's speculative fields (the endpoint's clients, say)"
+        )
+        self.dd_on.setChecked(self._setting("dd/enabled", True))
+        self.dd_force.setChecked(self._setting("dd/force", False))
+        self.dd_on.toggled.connect(self.apply_dd_toggles)
+        self.dd_force.toggled.connect(self.apply_dd_toggles)
         self.report = QTableWidget(0, 6)
         from app.policy.report import COLUMNS
 
         self.report.setHorizontalHeaderLabels(list(COLUMNS))
-        self.report.horizontalHeader().setStretchLastSection(True)
+        header = self.report.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # headers are never cut off
+        header.setStretchLastSection(True)
         self.report.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.best_static = QLabel("")
+        self.best_static.setWordWrap(True)
         self.plot = pg.PlotWidget(title="Frontier: generation tok/s by prompt length")
         self.plot.setLabel("bottom", "prompt tokens (log)")
         self.plot.setLabel("left", "tok/s")
@@ -77,8 +103,12 @@ class CalibrationPanel(QWidget):
         self._relay.progress.connect(self._on_progress)
         row = QHBoxLayout()
         row.addWidget(self.button)
+        row.addWidget(self.file_btn)
+        row.addWidget(self.chats_btn)
         row.addWidget(self.cancel_btn)
         row.addStretch(1)
+        row.addWidget(self.dd_on)
+        row.addWidget(self.dd_force)
         lay = QVBoxLayout(self)
         lay.addWidget(intro)
         lay.addWidget(self.table_status)
@@ -86,60 +116,133 @@ class CalibrationPanel(QWidget):
         lay.addWidget(self.progress)
         lay.addWidget(self.status)
         lay.addWidget(self.report, 1)
+        lay.addWidget(self.best_static)
         lay.addWidget(self.plot, 2)
         self._sync()
 
-    def set_engine(self, engine: Engine | None) -> None:
+    def _setting(self, key: str, default: bool) -> bool:
+        v = self.settings.value(key, default) if self.settings is not None else default
+        return v is True or (isinstance(v, str) and v.lower() == "true")
+
+    def set_engine(self, engine: Any) -> None:
         self.engine = engine
         self._sync()
         self.refresh_table_status()
+
+    def apply_dd_toggles(self) -> None:
+        """Give the engine the DD on/off and force switches (and remember them); the status line follows."""
+        on, force = self.dd_on.isChecked(), self.dd_force.isChecked()
+        self.dd_force.setEnabled(on)
+        if self.settings is not None:
+            self.settings.setValue("dd/enabled", on)
+            self.settings.setValue("dd/force", force)
+        if self.engine is None or not hasattr(self.engine, "set_dd_options"):
+            return
+        engine = self.engine
+        call = BackgroundCall(lambda: engine.set_dd_options(on, force, timeout=30), "dynadraft-dd-toggle", self)
+        call.succeeded.connect(lambda _text: self.refresh_table_status())
+        call.start()
+        self._toggle_call = call  # keep a reference until it reports
 
     def set_table_status(self, text: str) -> None:
         self.table_status.setText(text)
 
     def refresh_table_status(self) -> None:
         """Show which table is active for the loaded pair (id, date, fingerprint) or why none applies."""
-        engine = self.engine
-        if engine is None:
+        if self.engine is None:
             self.table_status.setText("")
             return
 
-        def describe(runtime: Runtime) -> str:
-            pol = runtime.policy
+        def describe(session: Any) -> tuple[str, Any, bool]:
+            pol = session.policy
             if pol.table is not None:
                 t = pol.table
                 fp = t.fingerprint
-                return (
-                    f"Active table {t.table_id} from {t.created_at}: {fp.backend} · {fp.device}, n_ctx {fp.n_ctx}, "
-                    f"{fp.n_threads} threads, {len(t.rows)} rows."
+                off = "" if pol.enabled else " Dynamic Draft is switched off."
+                text = (
+                    f"Active table {t.table_id} from {t.created_at}: {fp.backend} · {fp.device}, "
+                    f"{fp.n_threads} threads, flash attention {fp.flash_attn}, {len(t.rows)} rows.{off}"
                 )
+                return text, t, False
             if pol.unavailable == "stale_table":
-                return "⚠ The saved table is stale (measured with different " + ", ".join(pol.stale_fields) + ")."
-            return "No calibration table for this model yet: Dynamic Draft runs the default setting."
+                why = str(getattr(session, "dd_status", "")).split(": dynadraft calibrate")[0]
+                return (
+                    f"⚠ The saved table does not apply to these settings ({why}). Recalibrate with the button "
+                    "below, or load the model with the settings it was calibrated with.",
+                    None,
+                    True,
+                )
+            return "No calibration table for this model yet: Dynamic Draft runs the default setting.", None, False
 
+        engine = self.engine
         call = BackgroundCall(lambda: engine.call(describe), "dynadraft-dd-status", self)
-        call.succeeded.connect(lambda text: self.table_status.setText(str(text)))
+        call.succeeded.connect(self._show_status)
         call.start()
         self._status_call = call  # keep a reference until it reports
 
+    def _show_status(self, status: Any) -> None:
+        text, table, stale = status
+        self.table_status.setText(str(text))
+        self.button.setText("Recalibrate for these settings (quick)" if stale else "Calibrate this device (quick)")
+        if table is not None:
+            self.show_table(table)
+
     def _sync(self) -> None:
         running = self._call is not None
-        self.button.setEnabled(self.runner is not None and self.engine is not None and not running)
+        can = self.runner is not None and self.engine is not None and not running
+        self.button.setEnabled(can)
+        self.file_btn.setEnabled(can)
+        self.chats_btn.setEnabled(can and self.recent_text is not None)
         self.cancel_btn.setVisible(running)
         self.progress.setVisible(running)
+        hint = "Load a model (and ideally its draft) to calibrate."
         if self.runner is not None and self.engine is None:
-            self.status.setText("Load a model (and ideally its draft) to calibrate.")
+            self.status.setText(hint)
+        elif self.status.text() == hint:
+            self.status.setText("")
 
-    def start(self) -> None:
+    def start_on_file(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        path, _ = QFileDialog.getOpenFileName(self, "Calibrate on a text file", "", "Text (*.txt *.md *.py);;All (*)")
+        if path:
+            self.start_on_text_file(path)
+
+    def start_on_text_file(self, path: str) -> None:
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            self.status.setText(f"Cannot read {path}: {e.strerror or e}")
+            return
+        self.start(text, f"on {Path(path).name}")
+
+    def start_on_chats(self) -> None:
+        self.start(self.recent_text() if self.recent_text else "", "on your recent chats")
+
+    def start(self, corpus: str | None = None, what: str = "") -> None:
+        """Run the quick calibration; `corpus` is the user's own text to cut prompts from (None: the shipped one)."""
         if self.runner is None or self.engine is None or self._call is not None:
             return
+        changes: dict[str, Any] = {}
+        if corpus is not None:
+            from app.calibration.runner import check_corpus
+
+            try:
+                changes["corpus"] = check_corpus(corpus)
+            except ValueError as e:
+                self.status.setText(f"Cannot calibrate {what}: {e}")
+                return
         runner, engine, relay = self.runner, self.engine, self._relay
         cancel = self._cancel = threading.Event()
-        self._call = BackgroundCall(lambda: runner(engine, relay.progress.emit, cancel), "dynadraft-calibrate", self)
+        self._call = BackgroundCall(
+            lambda: runner(engine, relay.progress.emit, cancel, **changes), "dynadraft-calibrate", self
+        )
         self._call.succeeded.connect(self._done)
         self._call.failed.connect(self._failed)
         self.progress.setRange(0, 0)
-        self.status.setText("Calibrating… the chat stays usable but replies wait for the engine.")
+        self.status.setText(
+            f"Calibrating {what}… the chat stays usable but replies wait for the engine.".replace("  ", " ")
+        )
         self._call.start()
         self._sync()
 
@@ -182,16 +285,34 @@ class CalibrationPanel(QWidget):
 
     def show_result(self, result: Any) -> None:
         """Fill the static-vs-DD table and the frontier plot from a calibration result."""
-        from app.policy.report import comparison_rows, display_cells
+        self.show_table(result.table)
 
-        rows = comparison_rows(result.table)
+    def show_table(self, table: Any) -> None:
+        """The CLI report's rows (static = the fixed n2,p0 baseline when the table has draft rows), the best
+        static setting below it, and the frontier plot."""
+        from app.calibration.runner import report_rows
+        from app.policy.frontier import frontier_choices
+        from app.policy.report import display_cells
+
+        rows = report_rows(table)
         self.report.setRowCount(len(rows))
         for i, r in enumerate(rows):
             for j, text in enumerate(display_cells(r)):
                 self.report.setItem(i, j, QTableWidgetItem(text))
+        static, _ = frontier_choices(table)
+        fixed = rows[0].static_setting.label() if rows else "–"
+        self.best_static.setText(
+            f"Static fixed setting (the baseline the gain is measured against): {fixed}. "
+            + (
+                f"Best static setting over all calibrated contexts: {static.setting.label()} "
+                "(what Dynamic Draft falls back to)."
+                if static is not None
+                else ""
+            )
+        )
         self.plot.clear()
         by_setting: dict[str, list[tuple[float, float]]] = {}
-        for row in result.table.rows:
+        for row in table.rows:
             if row.safe:
                 x = float(row.prompt_tokens or max(1, (row.ctx_lo + row.ctx_hi) // 2))
                 by_setting.setdefault(row.setting.label(), []).append((x, row.median_tps))
@@ -199,7 +320,7 @@ class CalibrationPanel(QWidget):
             pts.sort()
             pen = pg.mkPen(pg.intColor(k, hues=max(8, len(by_setting))), width=1)
             self.plot.plot([p[0] for p in pts], [p[1] for p in pts], pen=pen, symbol="o", symbolSize=4, name=label)
-        where = {(r.ctx_lo, r.ctx_hi): float(r.prompt_tokens or 1) for r in result.table.rows}
+        where = {(r.ctx_lo, r.ctx_hi): float(r.prompt_tokens or 1) for r in table.rows}
         chosen = [(where[(r.ctx_lo, r.ctx_hi)], r.dd_tps) for r in rows if r.dd_tps is not None]
         self.plot.plot(
             [c[0] for c in chosen],

@@ -30,7 +30,17 @@ from app.gui.calibration_panel import CalibrationPanel
 from app.gui.chat import ChatPanel
 from app.gui.endpoint import EndpointPanel
 from app.gui.live import StepRing
-from app.gui.model import ModelChoice, ModelController, ModelDialog, WelcomeCard, backend_label, demo_path
+from app.gui.model import (
+    ModelChoice,
+    ModelController,
+    ModelDialog,
+    WelcomeCard,
+    backend_label,
+    choice_from_json,
+    choice_to_json,
+    demo_path,
+    profile_key,
+)
 from app.gui.models_panel import ModelsPanel
 from app.gui.plots import LivePlots
 from app.gui.store import ChatStore
@@ -111,7 +121,8 @@ class MainWindow(QMainWindow):
         self.endpoint.state_changed.connect(lambda _on: self._update_status())
         self.models_panel = ModelsPanel()
         self.models_panel.load_requested.connect(self._load_local)
-        self.calibration = CalibrationPanel()
+        self.calibration = CalibrationPanel(settings=self.settings)
+        self.calibration.recent_text = self.recent_chats_text
 
         self.tabs = QTabWidget()
         self.tabs.addTab(chat_page, "Chat")
@@ -181,6 +192,8 @@ class MainWindow(QMainWindow):
             self.chat.set_engine(engine, has_draft)
         elif autoload:
             last = self._saved_choice()
+            if last is None and self._first_run():
+                last = self._demo_choice()  # first launch: the bundled demo model, so chat works at once
             if last is not None:
                 self.models.load(last)
         self._update_status()
@@ -193,30 +206,52 @@ class MainWindow(QMainWindow):
     def _saved_choice(self) -> ModelChoice | None:
         s = self.settings
         if _bool(s.value("model/demo", False)):
-            p = demo_path()
-            return ModelChoice(str(p), None, 4096, -1, True) if p else None
+            return self._demo_choice()
         path = _str(s.value("model/path", ""))
         if not existing(path):
             return None
+        known = self.remembered_choice(path)
+        if known is not None:
+            return known
         draft = _str(s.value("model/draft", "")) or None
-        return ModelChoice(
+        return ModelChoice(  # settings written before profiles were remembered per model
             path,
             draft if existing(draft) else None,
             _int(s.value("model/n_ctx", 4096), 4096),
-            _int(s.value("model/gpu_layers", -1), -1),
             flash_attn=fa if (fa := _str(s.value("model/flash_attn", "auto"))) in FLASH_ATTN_MODES else "auto",
             server_binary=server if existing(server := _str(s.value("model/server_binary", ""))) else None,
         )
 
-    def load_demo(self) -> None:
+    def recent_chats_text(self, limit: int = 20) -> str:
+        """The text of the most recent conversations, newest first: "calibrate on my recent chats"."""
+        parts = []
+        for conv in self.store.list_conversations()[:limit]:
+            parts += [m.content for m in self.store.messages(conv.id) if m.content.strip()]
+        return "\n\n".join(parts)
+
+    def _first_run(self) -> bool:
+        """No model was ever loaded (the settings remember none): the README's promise is the demo loads itself."""
+        return not self.settings.contains("model/demo")
+
+    def remembered_choice(self, model: str) -> ModelChoice | None:
+        """The model with the draft, runtime and engine profile it last loaded with (None if never loaded)."""
+        return choice_from_json(model, self.settings.value(profile_key(model)))
+
+    def _demo_choice(self) -> ModelChoice | None:
         p = demo_path()
         if p is None:
+            return None
+        return self.remembered_choice(str(p)) or ModelChoice(str(p), demo=True)
+
+    def load_demo(self) -> None:
+        choice = self._demo_choice()
+        if choice is None:
             QMessageBox.information(self, "Demo model", "The demo model is not installed in this build.")
             return
-        self.models.load(ModelChoice(str(p), None, 4096, -1, True))
+        self.models.load(choice)
 
     def open_model_dialog(self) -> None:
-        dlg = ModelDialog(self.models.choice, self)
+        dlg = ModelDialog(self.models.choice, self, remembered=self.remembered_choice)
         if dlg.exec():
             choice = dlg.choice()
             if choice is not None:
@@ -224,8 +259,9 @@ class MainWindow(QMainWindow):
 
     def _load_local(self, path: str) -> None:
         cur = self.models.choice
-        # A downloaded model keeps the loaded one's settings (context, offload, flash attention, runtime).
-        self.models.load(replace(cur, model=path, draft=None, demo=False) if cur else ModelChoice(path))
+        # A model loaded before gets its own remembered profile; a new one keeps the loaded one's settings.
+        known = self.remembered_choice(path)
+        self.models.load(known or (replace(cur, model=path, draft=None, demo=False) if cur else ModelChoice(path)))
         self.tabs.setCurrentIndex(0)
 
     def _on_loading(self, label: str) -> None:
@@ -238,7 +274,7 @@ class MainWindow(QMainWindow):
         self.chat.set_engine(engine, has_draft=bool(choice.draft))
         self.endpoint.set_engine(engine, Path(choice.model).stem)
         self.calibration.set_engine(engine)
-        self.welcome.setVisible(False)
+        self.welcome.show_loaded(choice.demo)
         self.st_model.setText(choice.label)
         self.st_model.setToolTip(choice.model + (f"\ndraft: {choice.draft}" if choice.draft else ""))
         if choice.server_binary:  # which per-request fields this build honours, from its /props (off-thread)
@@ -254,15 +290,19 @@ class MainWindow(QMainWindow):
             if choice.demo
             else ""
         )
+        self._backend_call = BackgroundCall(
+            lambda: backend_label(choice.profile().n_gpu_layers), "dynadraft-gui-backend", self
+        )
+        self._backend_call.succeeded.connect(lambda text: self.st_backend.setText(str(text)))
+        self._backend_call.start()
+        self.calibration.apply_dd_toggles()
         if self.models.owned:
             s = self.settings
+            s.setValue(profile_key(choice.model), choice_to_json(choice))
             s.setValue("model/demo", choice.demo)
             if not choice.demo:
                 s.setValue("model/path", choice.model)
                 s.setValue("model/draft", choice.draft or "")
-                s.setValue("model/n_ctx", choice.n_ctx)
-                s.setValue("model/gpu_layers", choice.n_gpu_layers)
-                s.setValue("model/flash_attn", choice.flash_attn)
                 s.setValue("model/server_binary", choice.server_binary or "")
         self._update_status()
 
@@ -270,8 +310,17 @@ class MainWindow(QMainWindow):
         label = choice.label if choice else "model"
         self.st_model.setText(self.models.choice.label if self.models.choice else "No model")
         self.welcome.set_status(f"Could not load {label}: {message}", busy=False)
-        if self.isVisible():
-            QMessageBox.warning(self, "Could not load the model", f"{label}\n\n{message}")
+        if self.isVisible():  # open(), not exec(): the window stays responsive and the box closes with it
+            box = QMessageBox(
+                QMessageBox.Icon.Warning,
+                "Could not load the model",
+                f"{label}\n\n{message}",
+                QMessageBox.StandardButton.Ok,
+                self,
+            )
+            box.setObjectName("load_failed")
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
 
     # -- status -------------------------------------------------------------------------------------------------------
     def _on_reply(self, message: Any) -> None:

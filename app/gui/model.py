@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +31,7 @@ from app.gui.bridge import BackgroundCall
 from app.runtime.device import FLASH_ATTN_MODES
 
 if TYPE_CHECKING:  # llama.cpp loads only when a model does, so the window opens even without it
+    from app.engine.profile import EngineProfile
     from app.engine.session import EngineConfig
     from app.engine.worker import Engine
 
@@ -39,10 +43,12 @@ class ModelChoice:
     model: str
     draft: str | None = None
     n_ctx: int = 4096
-    n_gpu_layers: int = -1
+    n_gpu_layers: int | None = None  # None: device detection (every layer when a GPU is there), as the CLI
     demo: bool = False
     flash_attn: str = "auto"  # as llama.cpp's -fa
     server_binary: str | None = None  # an external (fork) llama-server instead of the bundled runtime
+    n_threads: int = 0  # 0: all cores
+    n_batch: int = 512
 
     @property
     def label(self) -> str:
@@ -52,17 +58,74 @@ class ModelChoice:
         label = name + (f" + draft {Path(self.draft).name}" if self.draft else "")
         return label + (f" on {Path(self.server_binary).name}" if self.server_binary else "")
 
-    def config(self) -> EngineConfig:
-        from app.engine.session import EngineConfig
+    def profile(self) -> EngineProfile:
+        """The engine profile, resolved exactly as `dynadraft generate/serve/calibrate` resolve their flags."""
+        from app.engine.profile import resolve_profile
 
-        return EngineConfig(
-            model=self.model,
-            draft=self.draft,
-            n_ctx=self.n_ctx,
-            n_gpu_layers=self.n_gpu_layers,
+        return resolve_profile(
+            ctx_size=self.n_ctx,
+            gpu_layers=self.n_gpu_layers,
             flash_attn=self.flash_attn,
-            server_binary=self.server_binary,
+            batch_size=self.n_batch,
+            threads=self.n_threads,
         )
+
+    def with_profile(self, profile: EngineProfile) -> ModelChoice:
+        return replace(
+            self,
+            n_ctx=profile.n_ctx,
+            n_gpu_layers=profile.n_gpu_layers,
+            flash_attn=profile.flash_attn,
+            n_threads=profile.n_threads,
+            n_batch=profile.n_batch,
+        )
+
+    def config(self, **extra: object) -> EngineConfig:
+        from app.engine.session import config_with_profile
+
+        return config_with_profile(
+            self.model,
+            self.draft,
+            self.profile(),
+            server_binary=self.server_binary,
+            **extra,
+        )
+
+
+def profile_key(model: str) -> str:
+    """The settings key under which a model's last choice (draft, runtime, engine profile) is remembered."""
+    return "profiles/" + hashlib.sha1(str(Path(model).resolve()).encode()).hexdigest()[:16]
+
+
+def choice_to_json(choice: ModelChoice) -> str:
+    return json.dumps(asdict(choice))
+
+
+def choice_from_json(model: str, text: object) -> ModelChoice | None:
+    """A remembered choice for `model`, or None when there is none or it is unreadable (then defaults apply)."""
+    try:
+        data = json.loads(str(text)) if text else None
+        if not isinstance(data, dict):
+            return None
+        names = {f.name for f in fields(ModelChoice)}
+        c = ModelChoice(**{k: v for k, v in data.items() if k in names})
+        if c.draft and not Path(c.draft).is_file():
+            c = replace(c, draft=None)
+        if c.server_binary and not Path(c.server_binary).is_file():
+            c = replace(c, server_binary=None)
+        from app.engine.profile import resolve_profile
+
+        # Raises ValueError for values the engine would refuse (no device detection here: this runs at start-up).
+        resolve_profile(
+            ctx_size=c.n_ctx,
+            gpu_layers=c.n_gpu_layers or 0,
+            flash_attn=c.flash_attn,
+            batch_size=c.n_batch,
+            threads=c.n_threads,
+        )
+        return replace(c, model=model)
+    except (TypeError, ValueError):
+        return None
 
 
 def demo_path() -> Path | None:
@@ -77,7 +140,17 @@ def demo_path() -> Path | None:
         return None
 
 
-def backend_label() -> str:
+def backend_label(n_gpu_layers: int | None = None) -> str:
+    """The status bar's backend and device, e.g. "Vulkan · Radeon 8060S" (device detection; call it off-thread)."""
+    try:
+        from app.runtime.device import describe_active
+
+        return describe_active(n_gpu_layers)
+    except Exception:
+        return runtime_label()
+
+
+def runtime_label() -> str:
     """A short 'llama.cpp <version> · <device>' for the status bar (may take a moment: call it off-thread)."""
     try:
         from app.models.runtime import runtime_info
@@ -130,12 +203,11 @@ class ModelController(QObject):
             return
         self._pending = choice
         self.loading.emit(choice.label)
-        config = choice.config()
 
         def work() -> Engine:
             from app.engine.worker import Engine
 
-            engine = Engine(config)
+            engine = Engine(choice.config())  # resolving the profile reads the device registry: off the GUI thread
             try:
                 return engine.wait_ready()
             except BaseException:
@@ -176,11 +248,21 @@ class ModelController(QObject):
         self.engine = None
 
 
-class ModelDialog(QDialog):
-    """Pick a target GGUF, an optional draft GGUF, the context size and GPU layers."""
+AUTO_LAYERS = -2  # the GPU-layers spin box's "auto" (device detection)
 
-    def __init__(self, current: ModelChoice | None, parent: QWidget | None = None) -> None:
+
+class ModelDialog(QDialog):
+    """Pick a target GGUF, an optional draft GGUF and the engine profile (context, GPU layers, threads, flash
+    attention); `remembered(path)` gives the profile last used with a model, filled in when that model is chosen."""
+
+    def __init__(
+        self,
+        current: ModelChoice | None,
+        parent: QWidget | None = None,
+        remembered: Callable[[str], ModelChoice | None] | None = None,
+    ) -> None:
         super().__init__(parent)
+        self.remembered = remembered
         self.setWindowTitle("Open model")
         self.setMinimumWidth(560)
         self.use_demo = False
@@ -191,20 +273,26 @@ class ModelDialog(QDialog):
         self.n_ctx = QSpinBox()
         self.n_ctx.setRange(512, 262144)
         self.n_ctx.setSingleStep(1024)
-        self.n_ctx.setValue(current.n_ctx if current else 4096)
         self.n_ctx.setToolTip("Context window in tokens (prompt + reply); larger uses more memory")
         self.gpu_layers = QSpinBox()
-        self.gpu_layers.setRange(-1, 999)
-        self.gpu_layers.setValue(current.n_gpu_layers if current else -1)
-        self.gpu_layers.setSpecialValueText("all")
-        self.gpu_layers.setToolTip("Layers to offload to the GPU (all = -1; 0 = CPU only). Ignored by CPU builds.")
+        self.gpu_layers.setRange(AUTO_LAYERS, 999)
+        self.gpu_layers.setSpecialValueText("auto (all layers when a GPU is detected)")
+        self.gpu_layers.setToolTip(
+            "Layers to offload to the GPU: auto detects the device (as the command line does); -1 or 999 = all; "
+            "0 = CPU only. Ignored by CPU builds."
+        )
+        self.threads = QSpinBox()
+        self.threads.setRange(0, 256)
+        self.threads.setSpecialValueText("all cores")
+        self.threads.setToolTip("CPU threads for decoding (0 = all cores); part of the calibration fingerprint")
         self.flash_attn = QComboBox()
         self.flash_attn.addItems(list(FLASH_ATTN_MODES))
-        self.flash_attn.setCurrentText(current.flash_attn if current else "auto")
         self.flash_attn.setToolTip(
             "Flash attention, as llama.cpp's -fa. 'auto' uses it where the backend supports it. It changes how much "
             "a draft verify costs, so calibrate again after changing it."
         )
+        self._set_profile(current)
+        self.model.editingFinished.connect(self._model_changed)
         self.server = QLineEdit(current.server_binary or "" if current else "")
         self.server.setPlaceholderText("optional: a fork's llama-server binary (e.g. for ROCmFPx models)")
         self.server.setToolTip(
@@ -225,9 +313,11 @@ class ModelDialog(QDialog):
         form.addRow("Draft model", row(self.draft, "Choose a draft model"))
         form.addRow("Context size", self.n_ctx)
         form.addRow("GPU layers", self.gpu_layers)
+        form.addRow("Threads", self.threads)
         form.addRow("Flash attention", self.flash_attn)
         form.addRow("Runtime", row(self.server, "Choose a llama-server binary"))
         self.error = QLabel("")
+        self.error.setWordWrap(True)
         self.error.setStyleSheet("color: #b00020;")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Load")
@@ -248,6 +338,22 @@ class ModelDialog(QDialog):
         path, _ = QFileDialog.getOpenFileName(self, title, start, "GGUF models (*.gguf);;All files (*)")
         if path:
             edit.setText(path)
+            if edit is self.model:
+                self._model_changed()
+
+    def _set_profile(self, c: ModelChoice | None) -> None:
+        self.n_ctx.setValue(c.n_ctx if c else 4096)
+        self.gpu_layers.setValue(AUTO_LAYERS if c is None or c.n_gpu_layers is None else c.n_gpu_layers)
+        self.threads.setValue(c.n_threads if c else 0)
+        self.flash_attn.setCurrentText(c.flash_attn if c else "auto")
+
+    def _model_changed(self) -> None:
+        """A model chosen again gets the profile it last ran with (so its calibration table still applies)."""
+        known = self.remembered(self.model.text().strip()) if self.remembered else None
+        if known is not None:
+            self._set_profile(known)
+            if known.draft and not self.draft.text().strip():
+                self.draft.setText(known.draft)
 
     def _demo(self) -> None:
         self.use_demo = True
@@ -266,21 +372,29 @@ class ModelDialog(QDialog):
         if server and not Path(server).is_file():
             self.error.setText("The llama-server binary does not exist (leave it empty for the bundled runtime).")
             return
+        if not server:  # the bundled runtime: say now (not after a failed load) when a file needs a fork
+            from app.models.preflight import check_before_load
+
+            for path in (model, draft):
+                problem = check_before_load(path) if path else None
+                if problem:
+                    self.error.setText(problem)
+                    return
         self.accept()
 
     def choice(self) -> ModelChoice | None:
+        layers = None if self.gpu_layers.value() == AUTO_LAYERS else self.gpu_layers.value()
         if self.use_demo:
             p = demo_path()
-            return (
-                ModelChoice(str(p), None, min(self.n_ctx.value(), 8192), self.gpu_layers.value(), True) if p else None
-            )
+            return ModelChoice(str(p), None, min(self.n_ctx.value(), 8192), layers, True) if p else None
         return ModelChoice(
             self.model.text().strip(),
             self.draft.text().strip() or None,
             self.n_ctx.value(),
-            self.gpu_layers.value(),
+            layers,
             flash_attn=self.flash_attn.currentText(),
             server_binary=self.server.text().strip() or None,
+            n_threads=self.threads.value(),
         )
 
 
@@ -294,13 +408,15 @@ class WelcomeCard(QFrame):
         super().__init__(parent)
         self.setObjectName("welcome")
         self.setStyleSheet("QFrame#welcome { background: #f5f9ff; border: 1px solid #c6dafc; border-radius: 10px; }")
-        title = QLabel("<b>Welcome to DynaDraft</b>: no model is loaded yet.")
+        self.title = title = QLabel("<b>Welcome to DynaDraft</b>: no model is loaded yet.")
         title.setStyleSheet("font-size: 14px;")
         self.demo = demo_path()
         if self.demo is not None:
             text = (
-                "Try the bundled <b>demo model</b> (SmolLM2-135M-Instruct, 98 MB) to chat within seconds. "
-                "It is tiny: expect demo-quality answers. Open your own GGUF for real work."
+                "The bundled <b>demo model</b> (SmolLM2-135M-Instruct, 98 MB, no download) loads on first launch so "
+                "you can chat within seconds. It is tiny: expect demo-quality answers. For real work open your own "
+                "GGUF with <b>Open a GGUF model…</b> (or Model → Open model…, Ctrl+O), or download one in the "
+                "<b>Models</b> tab."
             )
         else:
             text = "The demo model is not installed in this build. Open a GGUF model file to start chatting."
@@ -322,6 +438,15 @@ class WelcomeCard(QFrame):
         lay.addWidget(body)
         lay.addLayout(btns)
         lay.addWidget(self.status)
+
+    def show_loaded(self, demo: bool) -> None:
+        """After a load: the card stays while the demo model runs (it says what that is and how to go further)."""
+        self.setVisible(demo)
+        if demo:
+            self.title.setText("<b>Welcome to DynaDraft</b>: you are chatting with the bundled demo model.")
+            self.status.setText("")
+            self.demo_btn.setVisible(False)
+            self.open_btn.setEnabled(True)
 
     def set_status(self, text: str, busy: bool) -> None:
         self.status.setText(text)

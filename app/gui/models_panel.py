@@ -145,8 +145,8 @@ class ModelsPanel(QWidget):
             r = m.report
             status = m.error or ("✔ sha256 verified" if m.sha256 else "")
             compat = getattr(m, "compat", None)
-            if compat is not None and getattr(compat, "loadable", True) is False:
-                status = (status + " · " if status else "") + "not loadable by this runtime"
+            if compat is not None and not compat.loads:
+                status = (status + " · " if status else "") + compat.message
             it = QTreeWidgetItem(
                 [str(m.path.name), getattr(r, "format", "") or "", _size(getattr(r, "file_size", None)), status]
             )

@@ -15,6 +15,7 @@ from app.models.download_progress import Progress
 from app.models.gguf_reader import GGUFError
 from app.models.inspection import describe, format_bytes, format_params, inspect_gguf
 from app.models.local import list_local_models, pull
+from app.models.preflight import advice
 from app.models.runtime import runtime_info
 
 
@@ -185,6 +186,8 @@ def run_models(args: argparse.Namespace) -> int:
             print(f"compatibility: {compat.message}")
             for reason in compat.reasons:
                 print(f"  - {reason}")
+            for step in advice(compat):
+                print(f"  to use it: {step}")
         return 0
     if getattr(args, "pair", None):
         draft, target = args.pair

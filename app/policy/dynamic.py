@@ -196,7 +196,7 @@ class DynamicDraftPolicy:
         self.unavailable: Literal["no_table", "stale_table"] | None = None
         if table is None:
             self.unavailable = "no_table"
-        elif fingerprint is None or table.fingerprint != fingerprint:
+        elif fingerprint is None or not table.fingerprint.matches(fingerprint):
             self.unavailable = "stale_table"
             self.stale_fields = table.fingerprint.differences(fingerprint) if fingerprint else ["fingerprint"]
         else:

@@ -58,5 +58,36 @@ class Fingerprint:
         return cls(**data)
 
     def differences(self, other: Fingerprint) -> list[str]:
-        """Names of the fields that differ, for a visible `stale_table` explanation."""
-        return [f.name for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+        """Names of the fields that differ (of FRONTIER_FIELDS only), for a visible `stale_table` explanation."""
+        return [n for n in FRONTIER_FIELDS if _canonical(n, getattr(self, n)) != _canonical(n, getattr(other, n))]
+
+    def matches(self, other: Fingerprint) -> bool:
+        """A table measured on `self` applies to an engine with fingerprint `other`."""
+        return not self.differences(other)
+
+    def describe_differences(self, other: Fingerprint) -> list[str]:
+        """ "n_threads: table 2, now 1" for each differing field (self: the table's, other: the engine's)."""
+        return [f"{n}: table {getattr(self, n)}, now {getattr(other, n)}" for n in self.differences(other)]
+
+
+# The fields that decide whether a table applies, each because it changes measured speed (the frontier):
+FRONTIER_FIELDS = (
+    "target_sha256",  # another target (or quantisation) has other costs and other acceptance
+    "draft_sha256",  # another draft drafts other tokens at another cost (None: no draft model)
+    "backend",  # CPU, Vulkan, ROCm... run different kernels: the verify-cost curve differs
+    "device",  # another GPU/CPU model has other bandwidth and compute
+    "llama_build",  # kernels change between llama.cpp versions
+    "n_gpu_layers",  # partial offload splits each step between devices; all layers is one value (-1)
+    "n_threads",  # CPU decoding speed scales with threads
+    "flash_attn",  # on the H200 (Vulkan) it changed a 2-8 token verify from 2.6-55x one token to 1.2-4.4x
+)
+# Recorded for display but not compared: draft_name (draft_sha256 identifies the draft), and n_ctx (the frontier is
+# keyed by prompt length; llama.cpp attends over the KV cells in use, not the whole window, so a table measured
+# with an 8192-token window holds for a 4096-token one at the same prompt lengths).
+
+
+def _canonical(name: str, value: Any) -> Any:
+    """Equivalent settings compare equal: -1, 999 (and more) GPU layers all mean every layer."""
+    if name == "n_gpu_layers" and isinstance(value, int) and (value < 0 or value >= 999):
+        return -1
+    return value

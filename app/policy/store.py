@@ -151,7 +151,8 @@ class TableStore:
             return LoadResult("corrupt", f"ignoring {path.name}: it holds table {table.table_id}", path=path)
         diff = table.fingerprint.differences(fingerprint)
         if diff:
-            msg = f"table {table_id} was calibrated for a different setup ({', '.join(diff)} differ); recalibrate"
+            details = "; ".join(table.fingerprint.describe_differences(fingerprint))
+            msg = f"table {table_id} was calibrated for a different setup ({details}); recalibrate"
             return LoadResult("stale", msg, table=table, path=path)
         return LoadResult("ok", f"using table {table_id} ({len(table.rows)} rows)", table=table, path=path)
 

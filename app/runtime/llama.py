@@ -132,6 +132,7 @@ class Model:
         self.vocab = Vocab(ptr)
         self.n_ctx_train = int(L.llama_model_n_ctx_train(ptr))
         self.n_params = int(L.llama_model_n_params(ptr))
+        self.n_layer = int(L.llama_model_n_layer(ptr))
         self.size_bytes = int(L.llama_model_size(ptr))
         self.is_recurrent = bool(L.llama_model_is_recurrent(ptr)) or bool(L.llama_model_is_hybrid(ptr))
         buf = ctypes.create_string_buffer(256)

@@ -33,7 +33,13 @@ def run_serve(args: argparse.Namespace) -> int:
     if template and not Path(template).is_file():
         print(f"dynadraft serve: chat template not found: {template}", file=sys.stderr)
         return 2
-    config = config_from_args(args)
+    try:
+        config = config_from_args(
+            args, dynamic_draft=not getattr(args, "no_dd", False), dd_force=bool(getattr(args, "dd_force", False))
+        )
+    except ValueError as e:
+        print(f"dynadraft serve: {e}", file=sys.stderr)
+        return 2
     try:
         engine = Engine(config, max_queue=getattr(args, "max_queue", None) or 8).wait_ready()
     except EngineError as e:
@@ -53,6 +59,7 @@ def run_serve(args: argparse.Namespace) -> int:
         server.start()
         model = server.model_id or Path(args.model).stem
         print(f"dynadraft serve: {server.url}/v1 (model {model}); Ctrl+C stops", flush=True)
+        print(f"dynadraft serve: Dynamic Draft: {engine.call(lambda s: s.dd_status)}", flush=True)
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
             while not stop.wait(0.5) and server.running:

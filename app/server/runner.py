@@ -88,7 +88,8 @@ class EndpointServer:
         self.api_key = api_key or None
         self.cors_origins = tuple(cors_origins)
         self.max_body_bytes = max_body_bytes
-        self.dd_table_provider = dd_table_provider
+        # By default the route serves the table the engine applies (None -> 404 "no_table").
+        self.dd_table_provider = dd_table_provider or getattr(engine, "dd_table", None)
         self.log_level = log_level
         self.metrics = Metrics()  # kept across restarts so the GUI's counters don't reset on a toggle
         self._server: uvicorn.Server | None = None

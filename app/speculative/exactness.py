@@ -29,6 +29,8 @@ class Exactness:
     def describe(self) -> str:
         if self.identical:
             return "identical"
+        if self.margin is None and self.divergence_at is not None:
+            return f"differs at token {self.divergence_at} (length or finish reason) with no near-tie there"
         return f"diverged at token {self.divergence_at} where the plain top-2 margin was {self.margin}"
 
 
@@ -46,5 +48,30 @@ def compare(
     i = first_divergence(plain, spec)
     if i is None:
         return Exactness(identical=True, acceptable=True)
+    margin = plain_margins[i] if i < len(plain_margins) else None
+    return Exactness(False, margin is not None and margin < bound, i, margin)
+
+
+def compare_outputs(
+    plain: Sequence[int],
+    plain_margins: Sequence[float],
+    plain_finish: str,
+    spec: Sequence[int],
+    spec_finish: str,
+    bound: float = NEAR_TIE_MARGIN,
+) -> Exactness:
+    """The whole output: tokens, length and finish reason equal, or a first divergence at a near-tie.
+
+    A run that ends early (a wrong end-of-generation token) or runs on past plain decoding's end diverges where the
+    shorter one stopped; it is excused only if plain decoding's choice there was a near-tie (plain_margins[i] is the
+    margin of the row that chose token i, or the end token when i == len(plain)). Same tokens with another finish
+    reason (a stop string matched differently, say) is a real difference.
+    """
+    i = first_divergence(plain, spec)
+    if i is None:
+        if len(plain) == len(spec):
+            same = plain_finish == spec_finish
+            return Exactness(identical=same, acceptable=same, divergence_at=None if same else len(plain))
+        i = min(len(plain), len(spec))
     margin = plain_margins[i] if i < len(plain_margins) else None
     return Exactness(False, margin is not None and margin < bound, i, margin)

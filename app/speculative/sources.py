@@ -116,6 +116,24 @@ def check_pair(target: Model, draft: Model) -> None:
             raise IncompatibleDraft(f"token {i} differs: target {tv.text(i)!r}, draft {dv.text(i)!r}")
 
 
+def fit_to_vocab(logits: np.ndarray, n_target: int) -> np.ndarray:
+    """Draft logits over the target's vocabulary, so q and p index the same ids.
+
+    llama.cpp pairs models whose vocab sizes differ by up to 128 (Qwen2.5 7B-32B have 152064 ids, their 0.5B draft
+    151936). Ids only the draft has are dropped, so it never proposes a token the target cannot decode; ids only the
+    target has get probability 0 under q. Drafting from this renormalised q keeps rejection sampling exact: the
+    verifier only needs the q each token was actually drawn from.
+    """
+    n = logits.shape[0]
+    if n == n_target:
+        return logits
+    if n > n_target:
+        return logits[:n_target]
+    out = np.full(n_target, -np.inf, dtype=np.float32)
+    out[:n] = logits
+    return out
+
+
 def _top1_probability(logits: np.ndarray) -> tuple[int, float]:
     tok = int(np.argmax(logits))
     z = logits.astype(np.float32, copy=False)
@@ -136,12 +154,14 @@ class DraftModelSource:
     needs_draft_model: ClassVar[bool] = True
     cheap_peek: ClassVar[bool] = False
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, n_target_vocab: int | None = None) -> None:
         self.ctx = ctx
+        # The target's vocabulary size (None: the same as the draft's); see fit_to_vocab.
+        self.n_target_vocab = n_target_vocab if n_target_vocab is not None else ctx.n_vocab
 
     @classmethod
     def create(cls, env: SourceEnv) -> DraftModelSource | None:
-        return None if env.draft_ctx is None else cls(env.draft_ctx)
+        return None if env.draft_ctx is None else cls(env.draft_ctx, n_target_vocab=env.target.vocab.n_vocab)
 
     @classmethod
     def calibration_grid(cls, mode: str) -> tuple[SpecSettings, ...]:
@@ -154,15 +174,22 @@ class DraftModelSource:
             grid.append(SpecSettings(cls.name, 4, 0, 0.5))
         return (*grid, SpecSettings(cls.name, 8, 0, 0.0, adaptive=True))
 
-    def _sync(self, history: Sequence[int]) -> None:
-        """Make the draft KV hold history[:-1] and decode history[-1] so its logits are fresh."""
+    def _sync(self, history: Sequence[int]) -> bool:
+        """Make the draft KV hold history[:-1] and decode history[-1] so its logits are fresh.
+
+        False when the history holds an id the draft's (smaller) vocabulary lacks: the draft cannot read it, so it
+        proposes nothing for the rest of that history (the target decodes plainly; still exact)."""
         from app.runtime.llama import common_prefix
 
         ctx = self.ctx
         keep = min(common_prefix(ctx.tokens, history), len(history) - 1)
         if not ctx.truncate(keep):
             ctx.clear()  # recurrent memory: no partial removal, so re-prefill from scratch (correct, slower)
-        ctx.prefill(history[len(ctx.tokens) :])
+        rest = history[len(ctx.tokens) :]
+        if any(not 0 <= t < ctx.n_vocab for t in rest):
+            return False
+        ctx.prefill(rest)
+        return True
 
     def propose(
         self,
@@ -177,14 +204,13 @@ class DraftModelSource:
         out = Draft(self.name)
         room = self.ctx.n_ctx - len(history)
         n_max = min(n_max, room)
-        if n_max <= 0 or not history:
+        if n_max <= 0 or not history or not self._sync(history):
             return out
-        self._sync(history)
         draft_params = SamplingParams(
             temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p
         )
         while True:
-            logits = self.ctx.logits(-1)
+            logits = fit_to_vocab(self.ctx.logits(-1), self.n_target_vocab)
             if sampling.greedy:
                 tok, conf = _top1_probability(logits)
                 q = None

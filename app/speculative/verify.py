@@ -42,21 +42,35 @@ def verify_sampled(
 ) -> Verdict:
     """Exact speculative sampling. `target_dist(i)` is p after draft[:i]; it is called lazily, once per row used.
 
-    `draft_dists[i]` is the full q the i-th token was drawn from, or None for a point mass at draft[i].
+    `draft_dists[i]` is the full q the i-th token was drawn from, or None for a point mass at draft[i]. A q over a
+    vocabulary of another size is aligned to p's ids (a drafted id the target lacks has p = 0: always rejected).
     """
     for i, x in enumerate(draft):
         p = target_dist(i)
         q = draft_dists[i] if i < len(draft_dists) else None
-        px = float(p[x])
-        accept = px if q is None else min(1.0, px / max(float(q[x]), 1e-300))
+        if q is not None and q.shape[0] != p.shape[0]:
+            q = _aligned(q, p.shape[0])
+        px = float(p[x]) if 0 <= x < p.shape[0] else 0.0
+        qx = float(q[x]) if q is not None and 0 <= x < q.shape[0] else 0.0
+        accept = px if q is None else min(1.0, px / max(qx, 1e-300))
         if rng.random() < accept:
             continue
         if q is None:
             residual = p.copy()
-            residual[x] = 0.0
+            if 0 <= x < p.shape[0]:
+                residual[x] = 0.0
         else:
             residual = np.maximum(p - q, 0.0)
         if residual.sum() <= 0.0:  # p == q exactly: any rejection is measure-zero; fall back to p itself
             residual = p
         return Verdict(i, draw(residual, rng))
     return Verdict(len(draft), draw(target_dist(len(draft)), rng))
+
+
+def _aligned(q: np.ndarray, n: int) -> np.ndarray:
+    """q indexed by the target's n ids: cut where the draft has more, zero-padded where it has fewer."""
+    if q.shape[0] >= n:
+        return q[:n]
+    out = np.zeros(n, dtype=q.dtype)
+    out[: q.shape[0]] = q
+    return out

@@ -24,8 +24,11 @@ _WORD_TEXT = (
 _WORDS = _WORD_TEXT.split()
 
 
-def _spm_vocab() -> tuple[list[str], list[float], list[int]]:
-    """Tokens, scores and types of a small SentencePiece ("llama") vocabulary with byte fallback."""
+def _spm_vocab(extra_tokens: int = 0) -> tuple[list[str], list[float], list[int]]:
+    """Tokens, scores and types of a small SentencePiece ("llama") vocabulary with byte fallback.
+
+    `extra_tokens` appends that many ordinary pieces at the end (as Qwen2.5's larger models pad their vocabulary),
+    so two models can share every id they both have yet differ in size, which llama.cpp's pairing rule allows."""
     tt = gguf.TokenType
     tokens = ["<unk>", "<s>", "</s>"]
     types = [tt.UNKNOWN, tt.CONTROL, tt.CONTROL]
@@ -46,6 +49,10 @@ def _spm_vocab() -> tuple[list[str], list[float], list[int]]:
         tokens.append(p)
         types.append(tt.NORMAL)
         scores.append(float(len(p)) - 0.001 * len(tokens))  # longer pieces win merges; ties broken by order
+    for i in range(extra_tokens):
+        tokens.append(f"\u2581x{i}q")
+        types.append(tt.NORMAL)
+        scores.append(-100.0 - i)
     return tokens, scores, [int(t) for t in types]
 
 
@@ -55,11 +62,19 @@ class _Tiny:
     a (n_vocab, n_embd) array."""
 
     def __init__(
-        self, path: Path, arch: gguf.MODEL_ARCH, *, seed: int, n_embd: int, n_layer: int, out_std: float
+        self,
+        path: Path,
+        arch: gguf.MODEL_ARCH,
+        *,
+        seed: int,
+        n_embd: int,
+        n_layer: int,
+        out_std: float,
+        extra_tokens: int = 0,
     ) -> None:
         self.path = path
         self.rng = np.random.default_rng(seed)
-        tokens, scores, types = _spm_vocab()
+        tokens, scores, types = _spm_vocab(extra_tokens)
         self.n_vocab = len(tokens)
         w = self.w = gguf.GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[arch])
         w.add_name(f"tiny-random-{gguf.MODEL_ARCH_NAMES[arch]}")
@@ -205,6 +220,45 @@ def write_tiny_qwen35(
             w.add_tensor(f"{blk}.ssm_a", -rng.uniform(0.5, 2.0, n_v_heads).astype(np.float32))  # -exp(A_log)
             m.ones(f"{blk}.ssm_norm.weight", d_state)
             m.normal(f"{blk}.ssm_out.weight", (n_embd, value_dim), mix * value_dim**-0.5)
+        m.normal(f"{blk}.ffn_gate.weight", (n_ff, n_embd), n_embd**-0.5)
+        m.normal(f"{blk}.ffn_up.weight", (n_ff, n_embd), n_embd**-0.5)
+        m.normal(f"{blk}.ffn_down.weight", (n_embd, n_ff), n_ff**-0.5)
+    return m.finish()
+
+
+def write_tiny_llama(
+    path: str | Path, *, seed: int = 0, n_embd: int = 64, n_layer: int = 2, out_std: float = 0.5, extra_tokens: int = 0
+) -> Path:
+    """A tiny Llama GGUF (attention only, like Qwen2.5's dense models) with F32 random weights; returns the path.
+
+    `extra_tokens` grows the vocabulary at its end (see _spm_vocab): two files written with different values pair
+    as target and draft by llama.cpp's rules while their vocab sizes differ. 4 query heads, 2 KV heads of 16.
+    """
+    m = _Tiny(
+        Path(path),
+        gguf.MODEL_ARCH.LLAMA,
+        seed=seed,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        out_std=out_std,
+        extra_tokens=extra_tokens,
+    )
+    w = m.w
+    n_ff = 2 * n_embd
+    n_head, n_head_kv, head_dim = 4, 2, n_embd // 4
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_rope_dimension_count(head_dim)
+    w.add_rope_freq_base(10000.0)
+    for i in range(n_layer):
+        blk = f"blk.{i}"
+        m.ones(f"{blk}.attn_norm.weight", n_embd)
+        m.normal(f"{blk}.attn_q.weight", (n_head * head_dim, n_embd), n_embd**-0.5)
+        m.normal(f"{blk}.attn_k.weight", (n_head_kv * head_dim, n_embd), n_embd**-0.5)
+        m.normal(f"{blk}.attn_v.weight", (n_head_kv * head_dim, n_embd), n_embd**-0.5)
+        m.normal(f"{blk}.attn_output.weight", (n_embd, n_head * head_dim), (n_head * head_dim) ** -0.5)
+        m.ones(f"{blk}.ffn_norm.weight", n_embd)
         m.normal(f"{blk}.ffn_gate.weight", (n_ff, n_embd), n_embd**-0.5)
         m.normal(f"{blk}.ffn_up.weight", (n_ff, n_embd), n_embd**-0.5)
         m.normal(f"{blk}.ffn_down.weight", (n_embd, n_ff), n_ff**-0.5)

@@ -1,0 +1,24 @@
+"""Item 9: `dynadraft calibrate --corpus FILE` measures on the user's own kind of text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.journeys.helpers import THREADS, dynadraft
+
+TEXT = "def load(path):\n    with open(path) as f:\n        return [line.split(',') for line in f]\n\n" * 8
+
+
+def test_calibrate_on_your_own_text(smollm2_path: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "mine.py"
+    corpus.write_text(TEXT)
+    args = ("calibrate", "--model", str(smollm2_path), "--quick", "--contexts", "48", "--gen-tokens", "4", *THREADS)
+    p = dynadraft(*args, "--corpus", str(corpus), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert f"your own text ({len(TEXT.strip())} characters)" in json.loads(p.stdout)["table"]["notes"]
+    corpus.write_text("too short")
+    bad = dynadraft(*args, "--corpus", str(corpus))
+    assert bad.returncode == 2 and "at least 200" in bad.stderr
+    missing = dynadraft(*args, "--corpus", str(tmp_path / "nope.txt"))
+    assert missing.returncode == 2 and "cannot read --corpus" in missing.stderr
