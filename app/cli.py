@@ -68,6 +68,11 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, metavar="PATH", help="target GGUF model")
     p.add_argument("--draft", metavar="PATH", help="draft GGUF model (same vocabulary as the target)")
     p.add_argument("--lookup", action="store_true", help="draft with prompt n-gram lookup instead of a draft model")
+    p.add_argument(
+        "--mtp",
+        action="store_true",
+        help="draft with the model's own multi-token-prediction head (GGUFs with MTP/NextN layers, e.g. Qwen3.5/3.6)",
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
     g.add_argument("--spec-n-max", type=int, metavar="K", help="draft depth (max drafted tokens per step)")
@@ -111,8 +116,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", metavar="K", help="required when binding beyond loopback")
     _add_profile(p)
     _add_server_binary(p)
+    p.add_argument(
+        "--cache-ram",
+        type=int,
+        default=-1,
+        metavar="MiB",
+        help="host RAM for saved conversation states, as llama-server's (default -1: a quarter of free memory, at "
+        "most 8192; 0: off)",
+    )
     p.add_argument("--max-queue", type=int, default=8, metavar="N", help="waiting requests before 429")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow this CORS origin")
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this Host name (besides localhost; *.example allows subdomains)",
+    )
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
     p.add_argument("--chat-template-file", metavar="FILE", help="a Jinja chat template instead of the model's own")
     dd = p.add_mutually_exclusive_group()
@@ -139,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--corpus", metavar="FILE", help="calibrate on your own kind of text (a UTF-8 file) instead of the shipped one"
     )
     _add_profile(p)
+    _add_server_binary(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("app.calibration.cli", "run_calibrate"))
 

@@ -35,22 +35,46 @@ def qwen_pair() -> tuple[Path, Path]:
     return ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
 
 
+def _built_tool(env: str, script: str, line: int, require_env: str) -> str:
+    """A binary from `env`, else from `script --path`'s cache (line `line` of its output); skips when missing,
+    unless `require_env` is set (scripts/test.sh sets it: CI must fail rather than skip)."""
+    value = os.environ.get(env)
+    if value:
+        return value
+    out = subprocess.run([str(REPO / "scripts" / script), "--path"], capture_output=True, text=True, check=True)
+    cached = out.stdout.splitlines()[line]
+    if os.access(cached, os.X_OK):
+        return cached
+    reason = f"missing: set {env} or run scripts/{script} (expected {cached})"
+    if os.environ.get(require_env):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def llama_server_binary() -> str:
     """llama-server built from the pinned sdist's llama.cpp (scripts/build-llama-server.sh), standing in for a fork's.
 
     Skips when it is missing, unless DYNADRAFT_REQUIRE_LLAMA_SERVER is set (scripts/test.sh sets it: CI must not skip).
     """
-    env = os.environ.get("DYNADRAFT_LLAMA_SERVER")
-    if env:
-        return env
-    out = subprocess.run(
-        [str(REPO / "scripts" / "build-llama-server.sh"), "--path"], capture_output=True, text=True, check=True
-    )
-    cached = out.stdout.strip()
-    if os.access(cached, os.X_OK):
-        return cached
-    reason = f"no llama-server: set DYNADRAFT_LLAMA_SERVER or run scripts/build-llama-server.sh (expected {cached})"
-    if os.environ.get("DYNADRAFT_REQUIRE_LLAMA_SERVER"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    return _built_tool("DYNADRAFT_LLAMA_SERVER", "build-llama-server.sh", 0, "DYNADRAFT_REQUIRE_LLAMA_SERVER")
+
+
+@pytest.fixture(scope="session")
+def fork_server_binary() -> str:
+    """The ROCmFPx fork's own llama-server (scripts/build-fork-server.sh; DYNADRAFT_FORK_SERVER overrides)."""
+    return _built_tool("DYNADRAFT_FORK_SERVER", "build-fork-server.sh", 0, "DYNADRAFT_REQUIRE_FORK_SERVER")
+
+
+@pytest.fixture(scope="session")
+def fork_quantize_binary() -> str:
+    """The fork's llama-quantize, built with its server (DYNADRAFT_FORK_QUANTIZE overrides)."""
+    return _built_tool("DYNADRAFT_FORK_QUANTIZE", "build-fork-server.sh", 1, "DYNADRAFT_REQUIRE_FORK_SERVER")
+
+
+@pytest.fixture(scope="session")
+def smollm2_rocmfp4(fork_quantize_binary: str) -> Path:
+    """A real ROCmFPx file: SmolLM2-135M re-quantized to Q4_0_ROCMFP4 by the fork's quantizer (cached, ~10 s once)."""
+    from app.models.fork_quant import ensure_fork_quantized
+
+    return ensure_fork_quantized("smollm2-135m", fork_quantize_binary)

@@ -22,7 +22,7 @@ RANKS = {
     "app.gui": 6,
     "entry points": 7,
 }
-ENTRY_POINTS = ("app.cli", "app.selftest", "app.__main__")  # the `dynadraft` command: one unit, on top
+ENTRY_POINTS = ("app.cli", "app.selftest", "app.__main__", "app.launch")  # the `dynadraft` command: one unit, on top
 GUI_ONLY = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "shiboken6", "qtpy")
 
 

@@ -8,14 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
-from app.calibration.runner import (
-    CalibrationCancelled,
-    Progress,
-    check_corpus,
-    default_plan,
-    plan_with,
-    run_calibration,
-)
+from app.calibration.external import calibrate_session
+from app.calibration.runner import CalibrationCancelled, Progress, check_corpus
 from app.engine.session import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine
@@ -59,9 +53,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     try:
         with Engine(config) as engine:
             result = engine.call(
-                lambda s: run_calibration(
-                    s, plan_with(default_plan(s, mode, args.budget_min), **changes), progress=show, cancel=cancel
-                )
+                lambda s: calibrate_session(s, mode, args.budget_min, progress=show, cancel=cancel, **changes)
             )
     except KeyboardInterrupt:
         cancel.set()

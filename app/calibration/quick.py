@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from app.calibration.runner import Progress, Result, default_plan, plan_with, run_calibration
-from app.engine.runtime import Runtime
+from app.calibration.external import calibrate_session
+from app.calibration.runner import Progress, Result
 from app.engine.worker import Engine
 
 
@@ -22,13 +22,7 @@ def run_quick(
     Blocks the calling (non-GUI) thread; generation requests queue behind it on the engine thread.
     """
 
-    def job(runtime: Runtime) -> Result:
-        plan = default_plan(runtime, "quick")
-        if plan_changes:
-            plan = plan_with(plan, **plan_changes)
-        return run_calibration(runtime, plan, progress=progress, cancel=cancel)
-
-    return engine.call(job)
+    return engine.call(lambda s: calibrate_session(s, "quick", None, progress, cancel, **plan_changes))
 
 
 __all__ = ["Progress", "Result", "run_quick"]

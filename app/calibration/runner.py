@@ -19,8 +19,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
+from app.engine.external import ExternalSession
 from app.engine.runtime import Runtime
 from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
@@ -100,8 +101,13 @@ def require_bundled(runtime: Runtime) -> Session:
 
 def default_plan(runtime: Runtime, mode: str = "quick", budget_min: float | None = None) -> Plan:
     session = require_bundled(runtime)
+    return plan_for(session.ctx.n_ctx, candidates(session.sources, mode), mode, budget_min)
+
+
+def plan_for(n_ctx: int, grid: tuple[SpecSettings, ...], mode: str, budget_min: float | None) -> Plan:
+    """The contexts, lengths, repeats and budget of a quick or full sweep of `grid` in a window of n_ctx tokens."""
     gen = 64 if mode == "quick" else 2048
-    limit = session.ctx.n_ctx - gen - 64
+    limit = n_ctx - gen - 64
     points = (512, 1024, 2048, 4096) if mode == "quick" else (512, 1024, 2048, 4096, 8192, 16384, 32768)
     contexts = tuple(c for c in points if c <= limit) or (max(64, limit),)
     if len(contexts) < len(points) and limit >= 1.5 * contexts[-1]:
@@ -111,7 +117,7 @@ def default_plan(runtime: Runtime, mode: str = "quick", budget_min: float | None
     budget = budget_min * 60.0 if budget_min else (600.0 if mode == "quick" else None)
     return Plan(
         contexts=contexts,
-        candidates=candidates(session.sources, mode),
+        candidates=grid,
         gen_tokens=gen,
         repeats=2 if mode == "quick" else 3,
         budget_s=budget,
@@ -144,14 +150,20 @@ def build_messages(session: Session, target_tokens: int, corpus: str) -> tuple[t
 
     Longer prompts extend the same document, so consecutive contexts share their prefix in the KV cache.
     """
-    vocab = session.model.vocab
+    return build_messages_with(session.model.vocab, session.format_prompt, target_tokens, corpus)
+
+
+def build_messages_with(
+    vocab: Any, format_prompt: Callable[[GenerationRequest], list[int]], target_tokens: int, corpus: str
+) -> tuple[tuple[dict[str, str], ...], int]:
+    """build_messages for any runtime: `vocab` tokenizes and detokenizes, `format_prompt` counts the final prompt."""
     doc = vocab.tokenize(corpus, add_special=False, parse_special=False)
     while len(doc) < target_tokens + 64:  # a long context cycles the corpus
         doc = doc + doc
 
     def make(n: int) -> tuple[tuple[dict[str, str], ...], int]:
         msgs = ({"role": "user", "content": vocab.detokenize(doc[:n]) + INSTRUCTION},)
-        return msgs, len(session.format_prompt(GenerationRequest(messages=msgs)))
+        return msgs, len(format_prompt(GenerationRequest(messages=msgs)))
 
     overhead = make(1)[1] - 1
     n = max(1, target_tokens - overhead)
@@ -165,7 +177,7 @@ def build_messages(session: Session, target_tokens: int, corpus: str) -> tuple[t
 
 
 def _run_once(
-    session: Session,
+    session: Session | ExternalSession,
     messages: tuple[dict[str, str], ...],
     setting: SpecSettings,
     gen_tokens: int,

@@ -7,9 +7,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
+from app.engine.external_policy import LOOKUP_SPEC_TYPE, load_policy, lookup_args, per_request_state, spec_types
 from app.engine.runtime import Capabilities
 from app.engine.session import EngineConfig, adds_bos, check_prompt_fits, choose_settings, policy_without_table
 from app.engine.types import (
@@ -28,17 +29,12 @@ from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
 from app.runtime.llama_server import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
 from app.speculative.registry import NONE, POOL
 from app.speculative.settings import PLAIN, SpecSettings
-from app.speculative.sources import DraftModelSource
+from app.speculative.sources import DraftModelSource, PromptLookupSource
 
 # llama-server's stop_type → the engine's finish reasons ("word": a stop string matched).
 _FINISH: dict[str, FinishReason] = {"eos": "stop", "word": "stop", "limit": "length"}
 _TIMING_FIELDS = tuple(Timings.__dataclass_fields__)
-# llama-server drafts only with its draft model (-md): no lookup, pool or adaptive length.
-SERVER_SOURCES = (DraftModelSource.name,)
-NO_TABLE_MESSAGE = (
-    "Dynamic Draft tables are measured with the bundled runtime; on an external llama-server the configured "
-    "default runs (still decided on the exact prompt-token count)"
-)
+NO_TABLE_MESSAGE = "no calibration table for this model on this llama-server yet: the configured default runs"
 
 
 def start_settings(config: EngineConfig, caps: DraftCaps) -> SpecSettings:
@@ -50,10 +46,12 @@ def start_settings(config: EngineConfig, caps: DraftCaps) -> SpecSettings:
 
 def server_spec(config: EngineConfig, start: SpecSettings) -> ServerSpec:
     assert config.server_binary is not None
+    lookup = start.source == "lookup" and not start.is_plain  # the build's n-gram drafting, no draft model
     return ServerSpec(
         binary=config.server_binary,
         model=config.model,
-        draft=None if start.is_plain else config.draft,  # a draft the server would never use is not loaded
+        # A draft the server would never use is not loaded.
+        draft=None if start.is_plain or lookup else config.draft,
         n_ctx=config.n_ctx,
         n_batch=config.n_batch,
         n_threads=config.n_threads,
@@ -65,6 +63,7 @@ def server_spec(config: EngineConfig, start: SpecSettings) -> ServerSpec:
         draft_n_max=start.n_max,
         draft_n_min=start.n_min,
         draft_p_min=start.p_min,
+        extra_args=lookup_args(config.server_binary, start) if lookup else (),
     )
 
 
@@ -80,8 +79,10 @@ def speculative_fields(
         "speculative.n_min": 0 if settings.is_plain else settings.n_min,
         "speculative.p_min": settings.p_min,
     }
-    sent = {k: v for k, v in wanted.items() if k in features.speculative}
-    ignored = tuple(k for k in wanted if k not in features.speculative)
+    # A source other than the running one (lookup on a draft-model server) cannot be switched per request.
+    same_source = settings.is_plain or start.is_plain or settings.source == start.source
+    sent = {k: v for k, v in wanted.items() if k in features.speculative and same_source}
+    ignored = tuple(k for k in wanted if k not in sent)
     if not sent:
         return sent, ignored, start
     ran = start.with_(
@@ -90,6 +91,13 @@ def speculative_fields(
         p_min=sent.get("speculative.p_min", start.p_min),
     )
     return sent, ignored, PLAIN if ran.n_max == 0 else ran
+
+
+def top2_margin(prob: dict[str, Any]) -> float:
+    """Top-1 minus top-2 log-probability of one generated position (llama-server's `n_probs` output); inf if the
+    server gave fewer than two."""
+    top = [float(t["logprob"]) for t in prob.get("top_logprobs") or () if "logprob" in t]
+    return top[0] - top[1] if len(top) >= 2 else float("inf")
 
 
 def engine_error(e: ServerHTTPError) -> EngineError:
@@ -114,7 +122,9 @@ class ExternalSession:
             raise EngineError("ExternalSession needs EngineConfig.server_binary (the llama-server to run)")
         self.config = config
         self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), config.draft is not None)
-        self.start_settings = start_settings(config, self._caps)
+        self.base_settings = start_settings(config, self._caps)  # what the server starts with when no table applies
+        self.start_settings = self.base_settings  # what the running server was started with
+        self.lifetime: SpecSettings | None = None  # the table's one setting, when per-request fields are ignored
         self.server = server or ExternalServer(server_spec(config, self.start_settings))
         try:
             self.server.start()
@@ -122,20 +132,26 @@ class ExternalSession:
             raise EngineError(str(e)) from e
         assert self.server.features is not None
         self.features: ServerFeatures = self.server.features
+        # The draft model when one is configured; prompt lookup where the build has n-gram drafting.
+        lookup = LOOKUP_SPEC_TYPE in spec_types(self.server.spec.binary)
+        self._sources = ((DraftModelSource.name,) if config.draft is not None else ()) + (
+            (PromptLookupSource.name,) if lookup else ()
+        )
+        self.policy = policy_without_table(config, NO_TABLE_MESSAGE)
+        self.dd_status = NO_TABLE_MESSAGE
         try:
             # The special prefix tokenization adds to empty text tells whether this model adds a BOS.
             self._add_bos = bool(self._tokenize("", add_special=True, parse_special=False))
+            self.reload_policy()
         except BaseException:
             self.server.stop()
             raise
-        self.policy = policy_without_table(config, NO_TABLE_MESSAGE)
-        self.dd_status = NO_TABLE_MESSAGE
 
     # -- the Runtime interface ------------------------------------------------------------------------------------
     @property
     def capabilities(self) -> Capabilities:
-        sources = SERVER_SOURCES if self.config.draft is not None else ()
-        return Capabilities(calibrate=False, sources=sources, pool=False, adaptive=False)
+        # calibrate: the in-process sweep; app.calibration.external measures this runtime through the server.
+        return Capabilities(calibrate=False, sources=self._sources, pool=False, adaptive=False)
 
     def status(self) -> str:
         """Its build and which per-request fields it honours."""
@@ -153,10 +169,24 @@ class ExternalSession:
         self.policy = policy
 
     def reload_policy(self) -> str:
-        """No table applies to a fork's build (tables are fingerprinted with the bundled runtime): the default runs."""
-        self.policy = policy_without_table(self.config, NO_TABLE_MESSAGE)
-        self.dd_status = NO_TABLE_MESSAGE
+        """Load this runtime's active table (its fingerprint names this binary). A build that ignores per-request
+        draft fields is restarted with the table's best static setting (or back to the default without a table)."""
+        self.policy, self.dd_status, self.lifetime = load_policy(self)
+        wanted = self.lifetime or self.base_settings
+        if wanted != self.start_settings:
+            self.restart(wanted)
         return self.dd_status
+
+    def restart(self, settings: SpecSettings) -> None:
+        """Stop the server and start it again with `settings` as its start-time draft flags."""
+        self.server.stop()
+        self.server = ExternalServer(server_spec(self.config, settings))
+        try:
+            self.server.start()
+        except ExternalServerError as e:
+            raise EngineError(str(e)) from e
+        assert self.server.features is not None
+        self.start_settings, self.features = settings, self.server.features
 
     def format_prompt(self, request: GenerationRequest) -> list[int]:
         """The server's chat template (for messages) and tokenizer: exactly the tokens the model will see."""
@@ -176,25 +206,32 @@ class ExternalSession:
         spec = request.speculative
         can = self.capabilities
         if spec is not None and (
-            spec.source not in (NONE, POOL, *SERVER_SOURCES)
+            spec.source not in (NONE, POOL, *can.sources)
             or (spec.source == POOL and not can.pool)
             or (spec.adaptive and not can.adaptive)
         ):
             what = "adaptive length" if spec.adaptive else f"speculative.source {spec.source!r}"
             raise InvalidRequest(
-                f"an external llama-server drafts only with its draft model (-md): {what} needs the bundled runtime"
+                "an external llama-server drafts with its draft model (-md) or, where the build has it, its "
+                f"{LOOKUP_SPEC_TYPE} lookup: {what} needs the bundled runtime"
             )
         wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
         wanted["chat_template_kwargs"] = bool(request.template_kwargs)
         if any(wanted.values()):
             names = ", ".join(k for k, v in wanted.items() if v)
             raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
+        if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
+            self._switch_source(spec)
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
-        check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
+        max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
+        request = replace(request, max_tokens=max_tokens, until_context_end=False)
         settings, record = choose_settings(self.policy, self.caps, n_prompt, spec, self.capabilities.sources)
         sent, ignored, ran = speculative_fields(settings, self.start_settings, self.features)
         body = self._completion_body(request, prompt) | sent
+        if request.collect_margins:
+            body["n_probs"] = 2  # log-probabilities of the top 2 differ exactly as their logits do
+        margins: list[float] = []
 
         text: list[str] = []
         tokens: list[int] = []
@@ -209,6 +246,7 @@ class ExternalSession:
                     text.append(chunk["content"])
                     yield TextEvent(chunk["content"], len(chunk.get("tokens") or ()), 0)
                 tokens.extend(int(t) for t in chunk.get("tokens") or ())
+                margins.extend(top2_margin(p) for p in chunk.get("completion_probabilities") or ())
                 if chunk.get("stop"):
                     final = chunk
                     break
@@ -219,9 +257,13 @@ class ExternalSession:
             raise self._unreachable(EOFError("the stream ended before its final event"))
         if final is not None and final.get("stop_type") == "eos" and tokens:
             tokens.pop()  # the end-of-generation token the server streams last is not output, as in Session
+            del margins[len(tokens) :]
         wall_ms = (time.perf_counter() - t0) * 1000.0
         timings = self._timings(final, n_prompt, len(tokens), wall_ms)
         dd = record.to_dict()
+        state = per_request_state(self.features.speculative, self.lifetime, self.start_settings)
+        dd.update(state.to_dict())
+        dd["applied"] = record.applied and ran == settings  # DD's choice is what ran
         dd["runtime"] = {
             "kind": "llama-server",
             "build": self.features.build_info,
@@ -242,14 +284,25 @@ class ExternalSession:
                 prompt_tokens=n_prompt,
                 settings=ran,
                 dynamic_draft=dd,
+                margins=tuple(margins),
             )
         )
 
     # -- helpers --------------------------------------------------------------------------------------------------
+    def _switch_source(self, spec: SpecSettings) -> None:
+        """A request for another draft source than the running server's: restart it with that source (the draft
+        type is a start-time flag in every build). Lookup runs as the request asks; a draft model as configured."""
+        if spec.source == PromptLookupSource.name:  # offered: generate() refused it otherwise
+            self.restart(self.caps.clamp(spec.with_(n_min=0, p_min=0.0)))  # n-gram drafts have no n_min/p_min
+        elif spec.source == "draft" and self.base_settings.source == "draft":
+            self.restart(self.base_settings)  # a server started plain (a plain default) has no draft to switch to
+
     def _completion_body(self, request: GenerationRequest, prompt: list[int]) -> dict[str, Any]:
         sampling = {k: v for k, v in asdict(request.sampling).items() if k in self.features.honoured}
         if sampling.get("seed") is None:
             sampling.pop("seed", None)  # the server draws its own
+        if request.sampling.greedy and "temperature" in sampling:
+            sampling["temperature"] = 0.0  # a tiny temperature means greedy here too, whatever the server makes of it
         return {
             "prompt": prompt,
             "n_predict": request.max_tokens,

@@ -10,23 +10,30 @@ from app.engine.session import config_from_args
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEvent, TextEvent
 from app.engine.worker import Engine
 from app.runtime.sampling import SamplingParams
+from app.speculative.mtp import MtpSource
 from app.speculative.registry import POOL
 from app.speculative.settings import PLAIN, SpecSettings, from_intent
 from app.speculative.sources import PromptLookupSource
+
+MTP_DEFAULT_N_MAX = 3
 
 
 def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
     """The request-level override the flags ask for, or None to let Dynamic Draft / defaults decide."""
     if args.no_spec:
         return PLAIN
-    source = POOL if args.pool else (PromptLookupSource.name if args.lookup else None)
-    explicit = args.spec_n_max is not None or args.spec_p_min is not None or args.adaptive or args.pool or args.lookup
+    source = POOL if args.pool else (MtpSource.name if args.mtp else PromptLookupSource.name if args.lookup else None)
+    explicit = (
+        args.spec_n_max is not None or args.spec_p_min is not None or args.adaptive or args.pool or args.lookup
+    ) or args.mtp
     if not explicit:
         return None
+    # One MTP head applied recursively drifts after a few tokens: Qwen's own MTP setups draft 2-4.
+    n_max = MTP_DEFAULT_N_MAX if args.mtp and args.spec_n_max is None else args.spec_n_max
     return from_intent(
         source,
         draft_loaded=args.draft is not None,
-        n_max=args.spec_n_max,
+        n_max=n_max,
         n_min=args.spec_n_min,
         p_min=args.spec_p_min,
         adaptive=args.adaptive,
@@ -55,7 +62,8 @@ def run_generate(args: argparse.Namespace) -> int:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 2
     try:
-        config = config_from_args(args, dynamic_draft=not args.no_dd)
+        # --mtp asks for the head: a GGUF without one is refused at load, with the reason.
+        config = config_from_args(args, dynamic_draft=not args.no_dd, mtp="on" if args.mtp else "auto")
     except ValueError as e:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 2

@@ -12,7 +12,7 @@ from app.paths import get_paths
 from app.policy.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
-    from app.engine.session import Session
+    from app.engine.session import EngineConfig, Session
     from app.policy.store import TableStore
 from app.runtime.device import best_accelerator, cpu_name
 
@@ -59,30 +59,39 @@ def llama_build() -> str:
 
 def session_fingerprint(session: Session) -> Fingerprint:
     """The calibration fingerprint of a loaded Session (target/draft hashes, device, context settings)."""
+    return config_fingerprint(
+        session.config, session.ctx.n_ctx, session.ctx.n_threads, llama_build(), session.model.n_layer
+    )
+
+
+def config_fingerprint(
+    cfg: EngineConfig, n_ctx: int, n_threads: int, build: str, n_layer: int | None = None
+) -> Fingerprint:
+    """The fingerprint of an EngineConfig running with this context size and thread count on runtime `build`."""
     from app.engine.profile import normalise_gpu_layers
     from app.runtime.device import resolve_flash_attn
 
-    cfg = session.config
     backend, device = active_device(cfg.n_gpu_layers)
     # Offload is meaningless without an accelerator (0), and every layer is one value however it was spelt.
-    layers = 0 if backend == "cpu" else normalise_gpu_layers(cfg.n_gpu_layers, session.model.n_layer)
+    layers = 0 if backend == "cpu" else normalise_gpu_layers(cfg.n_gpu_layers, n_layer)
     return Fingerprint(
         target_sha256=cached_sha256(cfg.model),
         draft_name=Path(cfg.draft).name if cfg.draft else None,
         draft_sha256=cached_sha256(cfg.draft) if cfg.draft else None,
         backend=backend,
         device=device,
-        llama_build=llama_build(),
-        n_ctx=session.ctx.n_ctx,
+        llama_build=build,
+        n_ctx=n_ctx,
         n_gpu_layers=layers,
-        n_threads=session.ctx.n_threads,
+        n_threads=n_threads,
         flash_attn=resolve_flash_attn(cfg.flash_attn, cfg.n_gpu_layers),  # what llama.cpp was given
     )
 
 
-def calibration_store(model: str, draft: str | None) -> TableStore:
+def calibration_store(model: str, draft: str | None, runtime: str | None = None) -> TableStore:
     """The table store for one target/draft pair: a folder per pair, so calibrating another pair does not replace
-    this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes."""
+    this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes.
+    runtime: another runtime's tag (an external llama-server's), which gets folders of its own."""
     import re
 
     from app.policy.store import TableStore
@@ -92,5 +101,5 @@ def calibration_store(model: str, draft: str | None) -> TableStore:
         size = p.stat().st_size if p.exists() else 0
         return re.sub(r"[^A-Za-z0-9._-]+", "_", p.stem)[:60] + f"-{size}"
 
-    name = slug(model) + ("__" + slug(draft) if draft else "")
+    name = slug(model) + ("__" + slug(draft) if draft else "") + (f"@{runtime}" if runtime else "")
     return TableStore(get_paths().calibration / name)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from app.engine.cache import ConversationCache
 from app.engine.chat import TemplateError, TextStream, render_chat
 from app.engine.logprobs import token_logprob
 from app.engine.profile import EngineProfile, profile_from_args, recalibrate_command
@@ -32,17 +33,21 @@ from app.engine.types import (
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.runtime.device import resolve_flash_attn
 from app.runtime.grammar import Grammar, GrammarError
-from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, common_prefix
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams
+from app.runtime.llama_mtp import mtp_unavailable_reason
 from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative import registry
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
 from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
+from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
 from app.speculative.telemetry import SpecStats, content_class
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 log = logging.getLogger(__name__)
+
+MTP_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -63,11 +68,20 @@ class EngineConfig:
     draft_n_max_cap: int = 16  # the server's draft allocation: nothing drafts deeper than this
     dynamic_draft: bool = True  # apply the calibrated table when one matches this engine's fingerprint
     dd_force: bool = False  # force mode: DD's choice wins over request-level speculative fields
+    # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
+    # "on" refuses a GGUF without, "off" never loads it (saves the head's weights and its context).
+    mtp: str = "auto"
     # Used when neither the request nor Dynamic Draft chooses: llama.cpp's speculative defaults.
     default_spec: SpecSettings | None = None
     # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
     server_binary: str | None = None
     chat_template: str | None = None  # a Jinja chat template used instead of the GGUF's own (--chat-template-file)
+    # Conversation cache (app/engine/cache.py): host-RAM budget in MiB as llama-server's --cache-ram (None or -1:
+    # sized from free memory, 0: off), checkpoints kept per conversation on recurrent/hybrid models, and a folder
+    # to persist it in across restarts (the app's; None: RAM only).
+    cache_ram_mib: int | None = None
+    cache_checkpoints: int = 4
+    cache_dir: str | None = None
 
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
@@ -85,6 +99,7 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
         profile_from_args(args),
         server_binary=getattr(args, "server_binary", None),
         chat_template=_read_text(getattr(args, "chat_template_file", None)),
+        cache_ram_mib=getattr(args, "cache_ram", None),
         **extra,
     )
 
@@ -124,23 +139,42 @@ def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPoli
 
 
 def choose_settings(
-    policy: DynamicDraftPolicy, caps: DraftCaps, n_prompt: int, override: SpecSettings | None, loaded: Collection[str]
+    policy: DynamicDraftPolicy,
+    caps: DraftCaps,
+    n_prompt: int,
+    override: SpecSettings | None,
+    loaded: Collection[str],
+    missing: Mapping[str, str] | None = None,
 ) -> tuple[SpecSettings, DecisionRecord]:
     """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way); `loaded`: the
-    draft sources the runtime has, which an override must be able to run on."""
+    draft sources the runtime has, which an override must be able to run on; `missing`: why some others are not
+    there (e.g. "mtp": the file has no MTP layers), said in the refusal."""
+    if override is not None and missing and override.source in missing and override.source not in loaded:
+        raise InvalidRequest(
+            f"speculative.source {override.source!r} needs the model's own head: {missing[override.source]}"
+        )
     if override is not None and (why := registry.unavailable(override.source, loaded)):
         raise InvalidRequest(f"speculative.source {override.source!r} {why}")
     return policy.decide(n_prompt, override, caps)
 
 
-def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int) -> None:
-    """Refuse an empty prompt, or one whose generation could not fit the context window."""
+def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int, until_context_end: bool = False) -> int:
+    """The max_tokens to run with; refuses an empty prompt, or one whose generation could not fit the context window.
+
+    With `until_context_end`, max_tokens shrinks to the room the prompt leaves (refused only when it leaves none).
+    """
     if n_prompt == 0:
         raise InvalidRequest("the prompt is empty after tokenization")
+    if until_context_end:
+        room = n_ctx - n_prompt
+        if room < 1:
+            raise ContextLengthExceeded(f"the prompt ({n_prompt} tokens) fills the context window of {n_ctx} tokens")
+        return min(max_tokens, room)
     if n_prompt + max_tokens > n_ctx:
         raise ContextLengthExceeded(
             f"prompt ({n_prompt} tokens) + max_tokens ({max_tokens}) exceeds the context window of {n_ctx} tokens"
         )
+    return max_tokens
 
 
 def opens_think(prompt_text: str) -> bool:
@@ -222,7 +256,11 @@ class Session:
             type_k=config.type_k,
             type_v=config.type_v,
         )
-        self.model = Model(config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts))
+        if config.mtp not in MTP_MODES:
+            raise LlamaError(f"mtp must be one of {', '.join(MTP_MODES)}")
+        self.model = Model(
+            config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts, load_mtp=config.mtp != "off")
+        )
         try:
             self.ctx = Context(self.model, ctx_params)
         except LlamaError:
@@ -242,18 +280,48 @@ class Session:
             source = cls.create(env)
             if source is not None:
                 self.sources[cls.name] = source
+        self.missing = self._missing_sources()
+        if config.mtp == "on" and MtpSource.name in self.missing:
+            reason = self.missing[MtpSource.name]
+            self.close()
+            raise LlamaError(f"--mtp: {reason}")
         self.policy = policy_without_table(config, "")
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
         self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
-        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None)
+        self._caps = DraftCaps(
+            min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None, frozenset(self.missing)
+        )
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
+        self.cache = self._open_cache(ctx_params.flash_attn, dctx)
         self.reload_policy()
+
+    def _missing_sources(self) -> dict[str, str]:
+        """Why each registered source that needs no draft model is not here (the MTP head of a file without one)."""
+        out = {}
+        for cls in registry.sources():
+            if cls.name not in self.sources and not cls.needs_draft_model:
+                why = mtp_unavailable_reason(self.model) if cls is MtpSource else None
+                out[cls.name] = why or "it cannot run on this model"
+        return out
+
+    def _open_cache(self, flash_attn: str, draft_ctx: Context | None) -> ConversationCache:
+        """The conversation cache over the target's context and the draft model's (the same rule for both)."""
+        cfg = self.config
+        contexts = {"target": self.ctx}
+        if draft_ctx is not None:
+            contexts["draft"] = draft_ctx
+        disk = None
+        if cfg.cache_dir:
+            from app.engine.cache_disk import DiskStore, session_identity
+
+            disk = DiskStore(Path(cfg.cache_dir), session_identity(cfg, self.n_ctx, flash_attn))
+        return ConversationCache.open(cfg.cache_ram_mib, cfg.cache_checkpoints, contexts, disk)
 
     # -- public helpers -------------------------------------------------------------------------------------------
     @property
@@ -288,7 +356,7 @@ class Session:
         from app.engine.identity import calibration_store, session_fingerprint
 
         store = calibration_store(self.config.model, self.config.draft)
-        if store.active_id() is None:
+        if not store.active_path.exists():  # a corrupt pointer goes on, to be reported
             self.policy = policy_without_table(self.config, "no calibration table yet")
             self.dd_status = "no calibration table yet: run a calibration"
             return self.dd_status
@@ -332,6 +400,8 @@ class Session:
         return vocab.tokenize(request.prompt, add_special=True, parse_special=False)
 
     def close(self) -> None:
+        if hasattr(self, "cache"):  # close() also cleans up a construction that failed before the cache existed
+            self.cache.close()
         for src in self.sources.values():
             src.close()
         self.ctx.close()
@@ -341,14 +411,15 @@ class Session:
 
     # -- settings -------------------------------------------------------------------------------------------------
     def _choose_settings(self, n_prompt: int, override: SpecSettings | None) -> tuple[SpecSettings, DecisionRecord]:
-        return choose_settings(self.policy, self.caps, n_prompt, override, self.sources)
+        return choose_settings(self.policy, self.caps, n_prompt, override, self.sources, self.missing)
 
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
         prompt = self.format_prompt(request)
         n_prompt = len(prompt)
-        check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx)
+        max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
+        request = replace(request, max_tokens=max_tokens, until_context_end=False)
         settings, record = self._choose_settings(n_prompt, request.speculative)
         grammar = self._compile_grammar(request.grammar)
         try:
@@ -393,28 +464,33 @@ class Session:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
         self.stats.start_request(content_class(self.model.vocab.detokenize(prompt[-512:])))
 
-        # Prefill, reusing the longest common prefix of what the KV cache already holds.
+        # Prefill only what neither the live memory nor a saved state (the conversation cache) already holds.
         t_prompt = time.perf_counter()
-        keep = min(common_prefix(self.ctx.tokens, prompt), n_prompt - 1) if request.cache_prompt else 0
-        if not self.ctx.truncate(keep):
-            self.ctx.clear()  # recurrent memory cannot drop a partial range: start over
-        cache_n = len(self.ctx.tokens)
+        cache_n = self.cache.prepare(prompt, request.cache_prompt)
         try:
-            self.ctx.prefill(prompt[cache_n:])
+            # Cancellation is checked between n_batch chunks: a long prompt must not hold the engine thread.
+            prefilled = self.ctx.prefill(prompt[cache_n:], stop=cancel.is_set if cancel is not None else None)
         except LlamaError as e:
             self.ctx.clear()
             raise EngineError(f"prompt processing failed: {e}") from e
-        token = self._sample(self.ctx.logits(-1), run, prompt)
-        if request.collect_margins:
-            run.margins.append(top2_margin(self.ctx.logits(-1)))
-        lps = self._logprobs(run, [token], [-1])
+        if prefilled:
+            token = self._sample(self.ctx.logits(-1), run, prompt)
+            if request.collect_margins:
+                run.margins.append(top2_margin(self.ctx.logits(-1)))
+            lps = self._logprobs(run, [token], [-1])
         prompt_ms = (time.perf_counter() - t_prompt) * 1000.0
+        n_prefilled = len(self.ctx.tokens) - cache_n  # less than the prompt's rest when cancelled
 
         t_gen = time.perf_counter()
-        if request.echo_open_think and request.messages is not None and opens_think(self.render_prompt(request)):
-            run.stream.text = "<think>\n"
-            yield TextEvent("<think>\n", 0, 0)
-        yield from self._emit(run, [token], n_drafted=0, lps=lps)
+        if prefilled:
+            if request.echo_open_think and request.messages is not None and opens_think(self.render_prompt(request)):
+                run.stream.text = "<think>\n"
+                yield TextEvent("<think>\n", 0, 0)
+            yield from self._emit(run, [token], n_drafted=0, lps=lps)
+            uses_draft = run.pool is not None or settings.source == "draft"
+            self.cache.checkpoint(prompt, request.cache_prompt, uses_draft)
+        else:
+            run.finish = "cancelled"
         while run.finish is None:
             if cancel is not None and cancel.is_set():
                 run.finish = "cancelled"
@@ -427,9 +503,9 @@ class Session:
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
         n_gen = len(run.generated)
         timings = Timings(
-            prompt_n=n_prompt - cache_n,
+            prompt_n=n_prefilled,
             prompt_ms=round(prompt_ms, 3),
-            prompt_per_second=round((n_prompt - cache_n) / prompt_ms * 1000.0, 3) if prompt_ms > 0 else 0.0,
+            prompt_per_second=round(n_prefilled / prompt_ms * 1000.0, 3) if prompt_ms > 0 else 0.0,
             predicted_n=n_gen,
             predicted_ms=round(gen_ms, 3),
             predicted_per_second=round(n_gen / gen_ms * 1000.0, 3) if gen_ms > 0 else 0.0,
@@ -451,6 +527,7 @@ class Session:
                 # One more than the tokens when the run ended on an end token: the row that chose to stop.
                 margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
                 logprobs=tuple(run.logprobs),
+                cache=self.cache.snapshot(),
             )
         )
 

@@ -57,6 +57,9 @@ class GenerationRequest:
     # A template that opens the reasoning block in the prompt (".. assistant\n<think>\n"): repeat that tag at the
     # start of the output, so a reader of the output text sees the whole <think>..</think> block.
     echo_open_think: bool = False
+    # No client limit: generate up to the end of the context window, `max_tokens` then only an upper bound. The
+    # engine thread measures the prompt, so admission (429) never waits for the running generation.
+    until_context_end: bool = False
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -147,6 +150,7 @@ class GenerationSummary:
     # with collect_margins: top-1 minus top-2 logit of the row behind each token (and the end token, after a stop)
     margins: tuple[float, ...] = ()
     logprobs: tuple[TokenLogprob, ...] = ()  # with GenerationRequest.logprobs: one per token in `tokens`
+    cache: dict[str, int] | None = None  # the conversation cache's totals after this request (for /metrics)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -99,7 +99,15 @@ def apply_dd_options(session: Runtime, enabled: bool, force: bool) -> str:
 
 
 def open_session(config: EngineConfig) -> Runtime:
-    """The session for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set."""
+    """The runtime for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set.
+
+    Every model file is checked first, so a truncated download is refused with a sentence instead of a load failure.
+    """
+    from app.models.gguf_check import check_complete
+
+    for path in (config.model, config.draft):
+        if path:
+            check_complete(path)
     if config.server_binary:
         from app.engine.external import ExternalSession
 
@@ -192,6 +200,10 @@ class Engine:
         fut: Future[T] = Future()
         self._queue.put(_Job(None, fn, fut), timeout=timeout)
         return fut.result(timeout)
+
+    def draft_sources(self, timeout: float = 10.0) -> frozenset[str]:
+        """The draft sources the loaded model offers ("lookup", and "draft" / "mtp" when loaded)."""
+        return self.call(lambda s: frozenset(s.capabilities.sources), timeout)
 
     def call_async(self, fn: Callable[[Runtime], T]) -> Future[T]:
         self._check_alive()

@@ -76,6 +76,7 @@ class ChatPanel(QWidget):
         self.store = store
         self.engine: Engine | None = None
         self.has_draft = False
+        self.sources: frozenset[str] | None = None  # the loaded model's draft sources (None: not known)
         self.conv: Conversation | None = None
         self.reply: _Reply | None = None
         self._last_bridge: GenerationBridge | None = None  # kept alive until its thread is surely done
@@ -172,11 +173,12 @@ class ChatPanel(QWidget):
         self._update_controls()
 
     # -- engine ---------------------------------------------------------------------------------------------------
-    def set_engine(self, engine: Engine | None, has_draft: bool = False) -> None:
+    def set_engine(self, engine: Engine | None, has_draft: bool = False, sources: frozenset[str] | None = None) -> None:
         if self.reply is not None and engine is not self.engine:
             self.stop()
         self.engine = engine
         self.has_draft = has_draft
+        self.sources = sources
         self._update_controls()
 
     def set_banner(self, text: str) -> None:
@@ -256,7 +258,7 @@ class ChatPanel(QWidget):
         if self.conv is None:
             self.new_conversation()
         assert self.conv is not None
-        dlg = ConversationSettingsDialog(self.conv, self.has_draft, self)
+        dlg = ConversationSettingsDialog(self.conv, self.has_draft, self, sources=self.sources)
         if dlg.exec() == QDialog.DialogCode.Accepted:
             system, settings = dlg.values()
             self.apply_settings(system, settings)

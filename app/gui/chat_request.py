@@ -87,6 +87,7 @@ def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, A
         "ttft_ms": round(ttft_s * 1000.0, 1) if ttft_s is not None else None,
         "prompt_tokens": summary.prompt_tokens,
         "prompt_ms": t.prompt_ms,
+        "cached_tokens": t.cache_n,  # prompt tokens the conversation cache gave for free
         "draft_n": t.draft_n,
         "draft_accepted": t.draft_n_accepted,
         "acceptance": (t.draft_n_accepted / t.draft_n) if t.draft_n else None,
@@ -107,6 +108,8 @@ def format_stats(stats: dict[str, Any]) -> str:
     else:
         parts.append("no drafts")
     parts.append(f"{stats.get('tokens', 0)} tokens")
+    if stats.get("cached_tokens"):
+        parts.append(f"cached {stats['cached_tokens']} tokens")
     dd = stats.get("dd") or {}
     state = "on" if dd.get("applied") else "off"
     parts.append(f"DD {state}: {dd.get('setting', stats.get('spec', '?'))} ({dd.get('reason') or 'n/a'})")

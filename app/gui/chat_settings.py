@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -26,7 +27,13 @@ from app.speculative import registry
 class ConversationSettingsDialog(QDialog):
     """System prompt, sampling and speculation settings of one conversation."""
 
-    def __init__(self, conv: Conversation, has_draft: bool, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        conv: Conversation,
+        has_draft: bool,
+        parent: QWidget | None = None,
+        sources: Collection[str] | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Chat settings — {conv.title}")
         s = chat_settings(conv)
@@ -44,10 +51,16 @@ class ConversationSettingsDialog(QDialog):
         self.spec_mode = QComboBox()
         for key, label in spec_modes().items():
             self.spec_mode.addItem(label, key)
-            if not has_draft and registry.needs_draft_model(key):
+            tip = None
+            if key in registry.names() and not has_draft and registry.needs_draft_model(key):
+                tip = "Load a draft model to use this"
+            elif key in registry.names() and sources is not None and key not in sources:
+                # e.g. the MTP head, offered only when the loaded GGUF carries MTP layers
+                tip = f"The loaded model does not offer this ({label})"
+            if tip:
                 idx = self.spec_mode.count() - 1
                 self.spec_mode.model().item(idx).setEnabled(False)  # type: ignore[attr-defined]
-                self.spec_mode.setItemData(idx, "Load a draft model to use this", Qt.ItemDataRole.ToolTipRole)
+                self.spec_mode.setItemData(idx, tip, Qt.ItemDataRole.ToolTipRole)
         self.spec_mode.setCurrentIndex(max(0, self.spec_mode.findData(s["spec_mode"])))
         self.spec_n_max = _ispin(1, 64, s["spec_n_max"], "deepest draft per step")
         self.spec_p_min = _dspin(0, 1, 0.05, s["spec_p_min"], "stop drafting below this draft probability")

@@ -74,6 +74,12 @@ class EndpointPanel(QWidget):
         key_row = QHBoxLayout()
         key_row.addWidget(self.api_key, 1)
         key_row.addWidget(gen)
+        self.allowed_hosts = QLineEdit()
+        self.allowed_hosts.setPlaceholderText("none: only localhost names (e.g. mybox.lan, *.internal)")
+        self.allowed_hosts.setToolTip(
+            "Host names clients may use besides localhost/127.0.0.1, comma-separated. Other names are refused "
+            "(403) so a web page cannot reach the endpoint through DNS rebinding."
+        )
         self.url = QLineEdit()
         self.url.setReadOnly(True)
         self.url.setPlaceholderText("starts when the switch is on")
@@ -93,6 +99,7 @@ class EndpointPanel(QWidget):
         form.addRow("Bind address", self.host)
         form.addRow("Port", self.port)
         form.addRow("API key", key_row)
+        form.addRow("Allowed host names", self.allowed_hosts)
         form.addRow("Base URL", url_row)
         form.addRow("Requests served", self.requests)
         self.example = QLabel("")
@@ -129,7 +136,7 @@ class EndpointPanel(QWidget):
         busy = self._call is not None
         self.switch.setEnabled(not busy and (self.engine is not None or self.server is not None))
         editable = self.server is None and not busy
-        for w in (self.host, self.port, self.api_key):
+        for w in (self.host, self.port, self.api_key, self.allowed_hosts):
             w.setEnabled(editable)
         if self.engine is None and self.server is None:
             self.state.setText("load a model first")
@@ -163,9 +170,10 @@ class EndpointPanel(QWidget):
             self._set_checked(False)
             return
         engine, model_id = self.engine, self.model_id
+        hosts = [h.strip() for h in self.allowed_hosts.text().split(",") if h.strip()]
 
         def work() -> Any:
-            server = EndpointServer(engine, model_id, host, port, key)
+            server = EndpointServer(engine, model_id, host, port, key, allowed_hosts=hosts)
             server.start()
             return server
 
@@ -241,7 +249,12 @@ class EndpointPanel(QWidget):
                 self.server = None
 
     def settings(self) -> dict[str, Any]:
-        return {"host": self.host.currentText(), "port": self.port.value(), "api_key": self.api_key.text()}
+        return {
+            "host": self.host.currentText(),
+            "port": self.port.value(),
+            "api_key": self.api_key.text(),
+            "allowed_hosts": self.allowed_hosts.text(),
+        }
 
     def restore(self, s: dict[str, Any]) -> None:
         if s.get("host"):
@@ -250,3 +263,5 @@ class EndpointPanel(QWidget):
             self.port.setValue(int(s["port"]))
         if s.get("api_key"):
             self.api_key.setText(str(s["api_key"]))
+        if s.get("allowed_hosts"):
+            self.allowed_hosts.setText(str(s["allowed_hosts"]))

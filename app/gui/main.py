@@ -29,6 +29,7 @@ from app.gui.bridge import BackgroundCall
 from app.gui.calibration_panel import CalibrationPanel
 from app.gui.chat import ChatPanel
 from app.gui.endpoint import EndpointPanel
+from app.gui.instance import SingleInstance
 from app.gui.live import StepRing
 from app.gui.model import (
     ModelChoice,
@@ -43,7 +44,7 @@ from app.gui.model import (
 )
 from app.gui.models_panel import ModelsPanel
 from app.gui.plots import LivePlots
-from app.gui.store import ChatStore
+from app.gui.store import open_store
 from app.paths import get_paths
 from app.runtime.device import FLASH_ATTN_MODES
 
@@ -97,7 +98,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"{APP_NAME} {__version__}")
         self.settings = gui_settings()
         paths = get_paths()
-        self.store = ChatStore(paths.history_db)
+        self.store = open_store(paths.history_db)  # a damaged file is moved aside, never a failed start
         self.ring = StepRing()
         self.models = ModelController(self)
         self.models.loading.connect(self._on_loading)
@@ -113,11 +114,18 @@ class MainWindow(QMainWindow):
         chat_page = QWidget()
         cl = QVBoxLayout(chat_page)
         cl.setContentsMargins(6, 6, 6, 6)
+        self.history_note = QLabel("")
+        self.history_note.setObjectName("history_note")
+        self.history_note.setWordWrap(True)
+        self.history_note.setStyleSheet("color: #8a4b00; background: #fff4e0; padding: 4px;")
+        self._show_history_problems()
+        cl.addWidget(self.history_note)
         cl.addWidget(self.welcome)
         cl.addWidget(self.chat, 1)
 
         self.endpoint = EndpointPanel()
-        self.endpoint.restore({k: self.settings.value(f"endpoint/{k}") for k in ("host", "port", "api_key")})
+        keys = ("host", "port", "api_key", "allowed_hosts")
+        self.endpoint.restore({k: self.settings.value(f"endpoint/{k}") for k in keys})
         self.endpoint.state_changed.connect(lambda _on: self._update_status())
         self.models_panel = ModelsPanel()
         self.models_panel.load_requested.connect(self._load_local)
@@ -271,7 +279,7 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, engine: Engine, choice: ModelChoice) -> None:
         # The ring's tap runs on the engine thread for every event (GUI and endpoint requests alike): O(1) appends.
         engine.on_event = self.ring.tap
-        self.chat.set_engine(engine, has_draft=bool(choice.draft))
+        self.chat.set_engine(engine, has_draft=bool(choice.draft), sources=engine.draft_sources())
         self.endpoint.set_engine(engine, Path(choice.model).stem)
         self.calibration.set_engine(engine)
         self.welcome.show_loaded(choice.demo)
@@ -356,6 +364,20 @@ class MainWindow(QMainWindow):
         tab = _int(self.settings.value("window/tab", 0), 0)
         self.tabs.setCurrentIndex(tab if 0 <= tab < self.tabs.count() else 0)
 
+    def _show_history_problems(self) -> None:
+        """Say what the chat history could not read (moved-aside file, skipped rows) instead of failing."""
+        problems = self.store.problems
+        self.history_note.setText("Chat history: " + "; ".join(problems) if problems else "")
+        self.history_note.setVisible(bool(problems))
+
+    def bring_to_front(self) -> None:
+        """Another launch of the app handed over to this window."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+
     def save_settings(self) -> None:
         s = self.settings
         s.setValue("window/geometry", self.saveGeometry())
@@ -422,9 +444,16 @@ def dispose(window: QWidget) -> None:
 def run_app(argv: Sequence[str] | None = None) -> int:
     """Open the desktop app and run its event loop; returns the exit code (the `dynadraft` command's default)."""
     app = _app(argv)
+    instance = SingleInstance()
+    if not instance.claim():
+        # The running window was asked to come forward: opening a second one would contend for the history.
+        print(f"{APP_NAME} is already running; its window was brought to the front.", flush=True)
+        return 0
     window = MainWindow()
+    instance.activated.connect(window.bring_to_front)
     window.show()
     code = int(app.exec())
+    instance.close()
     dispose(window)
     del window
     gc.collect()

@@ -82,7 +82,9 @@ class ModelChoice:
 
     def config(self, **extra: object) -> EngineConfig:
         from app.engine.session import config_with_profile
+        from app.paths import get_paths
 
+        extra.setdefault("cache_dir", str(get_paths().cache / "prompt-cache"))  # a reopened chat starts warm
         return config_with_profile(
             self.model,
             self.draft,

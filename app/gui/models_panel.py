@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
@@ -122,7 +123,7 @@ class ModelsPanel(QWidget):
                 if b.verified:
                     badges.append("✔ verified")
                 if b.needs_fork:
-                    badges.append(f"needs {b.runtime} runtime")
+                    badges.append(f"needs {b.runtime} runtime: {b.runtime_hint}")
                 if b.source == "packaged":
                     badges.append("packaged")
                 if b.note:
@@ -143,7 +144,7 @@ class ModelsPanel(QWidget):
             return
         for m in models:
             r = m.report
-            status = m.error or ("✔ sha256 verified" if m.sha256 else "")
+            status = ("✔ " if m.verified else "⚠ ") + local_models.integrity_label(m)
             compat = getattr(m, "compat", None)
             if compat is not None and not compat.loads:
                 status = (status + " · " if status else "") + compat.message
@@ -152,6 +153,9 @@ class ModelsPanel(QWidget):
             )
             it.setData(0, Qt.ItemDataRole.UserRole, str(m.path))
             it.setToolTip(0, str(m.path))
+            it.setToolTip(3, status)
+            if not m.verified:
+                it.setForeground(3, QBrush(QColor("#b00020" if m.error else "#b35c00")))
             self.local.addTopLevelItem(it)
         if self.local.topLevelItemCount() == 0:
             self.local.addTopLevelItem(QTreeWidgetItem(["No models downloaded yet."]))
@@ -207,7 +211,8 @@ class ModelsPanel(QWidget):
         self._call = None
         self.progress.setVisible(False)
         path = getattr(result, "path", None)
-        self.dl_status.setText(f"Downloaded: {path}" if path else "Download finished.")
+        unverified = "" if getattr(result, "verified", True) else " (NOT VERIFIED: no known sha256 to check it against)"
+        self.dl_status.setText((f"Downloaded: {path}" if path else "Download finished.") + unverified)
         self._fill_local()
         self._sync()
 

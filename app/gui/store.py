@@ -13,6 +13,7 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 DEFAULT_TITLE = "New chat"
+BUSY_TIMEOUT_S = 0.25  # sqlite's default of 5 s would freeze the window while another process writes
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -60,13 +61,18 @@ class Message:
 
 
 class ChatStore:
-    """A small repository over one SQLite file; use it from one thread (the GUI's main thread)."""
+    """A small repository over one SQLite file; use it from one thread (the GUI's main thread).
 
-    def __init__(self, path: str | Path) -> None:
+    `problems` collects what could not be read (a damaged row is skipped, never fatal), for the window to show.
+    """
+
+    def __init__(self, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
+        self.problems: list[str] = []
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), isolation_level=None)  # autocommit; `_tx` groups writes
+        # autocommit; `_tx` groups writes. A short busy timeout: the GUI thread must never wait seconds on a lock.
+        self._db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout_s)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         # NORMAL is durable across application crashes in WAL mode and avoids an fsync per reply on laptops.
@@ -76,6 +82,10 @@ class ChatStore:
             for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                 self._db.execute(stmt)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        check = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if check != "ok":
+            self._db.close()
+            raise sqlite3.DatabaseError(f"integrity check failed: {check}")
 
     @property
     def journal_mode(self) -> str:
@@ -121,7 +131,13 @@ class ChatStore:
 
     def get_conversation(self, conversation_id: int) -> Conversation | None:
         row = self._db.execute("SELECT * FROM conversations WHERE id=?", (conversation_id,)).fetchone()
-        return self._conv(row) if row else None
+        if not row:
+            return None
+        try:
+            return self._conv(row)
+        except (ValueError, TypeError) as e:
+            self._note(f"chat {conversation_id} skipped: its settings are not valid JSON ({e})")
+            return None
 
     def list_conversations(self, search: str = "") -> list[Conversation]:
         """Newest first; `search` matches titles and message text (case-insensitive substring)."""
@@ -136,7 +152,17 @@ class ChatStore:
             ).fetchall()
         else:
             rows = self._db.execute("SELECT * FROM conversations ORDER BY updated DESC, id DESC").fetchall()
-        return [self._conv(r) for r in rows]
+        out = []
+        for r in rows:
+            try:
+                out.append(self._conv(r))
+            except (ValueError, TypeError) as e:  # a damaged settings cell: skip this chat, keep the rest
+                self._note(f"chat {r['id']} ({r['title']!r}) skipped: its settings are not valid JSON ({e})")
+        return out
+
+    def _note(self, text: str) -> None:
+        if text not in self.problems:
+            self.problems.append(text)
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         with self._tx() as db:
@@ -156,14 +182,18 @@ class ChatStore:
             db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
 
     # -- messages -------------------------------------------------------------------------------------------------
-    @staticmethod
-    def _msg(row: sqlite3.Row) -> Message:
+    def _msg(self, row: sqlite3.Row) -> Message:
+        try:
+            stats = json.loads(row["stats"]) if row["stats"] else None
+        except ValueError as e:  # the text is what matters; damaged reply stats are dropped with a note
+            stats = None
+            self._note(f"message {row['id']}: its reply statistics are not valid JSON and were ignored ({e})")
         return Message(
             id=row["id"],
             conversation_id=row["conversation_id"],
             role=row["role"],
             content=row["content"],
-            stats=json.loads(row["stats"]) if row["stats"] else None,
+            stats=stats,
             created=row["created"],
         )
 
@@ -188,3 +218,31 @@ class ChatStore:
     def delete_message(self, message_id: int) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM messages WHERE id=?", (message_id,))
+
+
+def open_store(path: Path) -> ChatStore:
+    """Open the history for the app: a file SQLite cannot read is moved aside (kept, never deleted) and a new
+    history starts; a file another process holds locked opens as a temporary in-memory history. Either way the
+    reason is in `problems`, so the window can say so."""
+    try:
+        return ChatStore(path)
+    except sqlite3.OperationalError as e:
+        if "locked" not in str(e) and "busy" not in str(e):
+            return _moved_aside(path, e)
+        store = ChatStore(":memory:")
+        store.problems.append(f"the chat history {path} is in use by another process ({e}); chats here are not saved")
+        return store
+    except sqlite3.DatabaseError as e:
+        return _moved_aside(path, e)
+
+
+def _moved_aside(path: Path, err: Exception) -> ChatStore:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        src = path.with_name(path.name + suffix)
+        if src.exists():
+            src.replace(aside.with_name(aside.name + suffix))
+    store = ChatStore(path)
+    store.problems.append(f"the chat history could not be read ({err}); it was moved to {aside} and a new one started")
+    return store

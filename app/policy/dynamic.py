@@ -84,11 +84,16 @@ _new = object.__new__
 class DraftCaps:
     """The engine's draft allocation: DD may lower the depth per request but never exceed `n_max`.
 
-    n_max: the configured (allocated) draft depth, 0..64; draft_loaded: whether a draft GGUF is loaded.
+    n_max: the configured (allocated) draft depth, 0..64; draft_loaded: whether a draft GGUF is loaded; missing:
+    registered sources that need no draft GGUF yet cannot run here (the MTP head of a file without MTP layers).
     """
 
     n_max: int
     draft_loaded: bool
+    missing: frozenset[str] = frozenset()
+
+    def _runs(self, source: str) -> bool:
+        return source not in self.missing and (self.draft_loaded or not needs_draft_model(source))
 
     def __post_init__(self) -> None:
         if not 0 <= self.n_max <= 64:
@@ -98,13 +103,13 @@ class DraftCaps:
         """Whether the setting runs as measured under these caps."""
         if setting.is_plain:
             return True
-        return setting.n_max <= self.n_max and (self.draft_loaded or not needs_draft_model(setting.source))
+        return setting.n_max <= self.n_max and self._runs(setting.source)
 
     def clamp(self, setting: SpecSettings) -> SpecSettings:
         """Make an explicit setting (override, engine default) fit: lower depth to the cap; no draft model → plain."""
         if setting.is_plain:
             return PLAIN
-        if self.n_max == 0 or (not self.draft_loaded and needs_draft_model(setting.source)):
+        if self.n_max == 0 or not self._runs(setting.source):
             return PLAIN
         if setting.n_max > self.n_max:
             return setting.with_(n_max=self.n_max, n_min=min(setting.n_min, self.n_max))

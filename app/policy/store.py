@@ -21,6 +21,7 @@ from typing import Literal
 
 from app.paths import get_paths
 from app.policy.fingerprint import Fingerprint
+from app.policy.schema import validate_pointer_json
 from app.policy.table import SCHEMA_VERSION, FrontierTable
 
 LoadStatus = Literal["ok", "missing", "corrupt", "stale"]
@@ -117,11 +118,9 @@ class TableStore:
     def active_id(self) -> str | None:
         """The active table id, or None if the pointer is missing or unreadable."""
         try:
-            data = json.loads(self.active_path.read_text(encoding="utf-8"))
+            return validate_pointer_json(self.active_path.read_bytes())
         except (OSError, ValueError):
             return None
-        tid = data.get("table_id") if isinstance(data, dict) else None
-        return tid if isinstance(tid, str) and tid else None
 
     def read(self, table_id: str) -> FrontierTable:
         """Read one saved table; raises OSError / ValueError."""
@@ -132,12 +131,7 @@ class TableStore:
         if not self.active_path.exists():
             return LoadResult("missing", f"no active calibration table in {self.root}")
         try:
-            data = json.loads(self.active_path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError("pointer is not a JSON object")
-            table_id = data.get("table_id")
-            if not isinstance(table_id, str):
-                raise ValueError("pointer has no table_id")
+            table_id = validate_pointer_json(self.active_path.read_bytes())
             path = self.path_for(table_id)
         except (OSError, ValueError) as exc:
             return LoadResult("corrupt", f"ignoring active pointer {self.active_path}: {exc}", path=self.active_path)

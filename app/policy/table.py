@@ -175,11 +175,10 @@ class FrontierTable:
 
     @classmethod
     def from_json(cls, text: str) -> FrontierTable:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not valid JSON: {exc}") from exc
-        return cls.from_dict(data)
+        """Parse a table file: the schema (app/policy/schema) checks the whole file first, then the table's rules."""
+        from app.policy.schema import validate_table_json
+
+        return cls.from_dict(validate_table_json(text))
 
 
 @dataclass(frozen=True)

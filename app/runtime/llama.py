@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,7 @@ class ModelParams:
 
     n_gpu_layers: int = 0
     use_extra_bufts: bool = True  # CPU weight repacking; off gives batch-size-independent kernels on some CPUs
+    load_mtp: bool = False  # also load the GGUF's multi-token-prediction (NextN) layers, for an MTP draft context
 
 
 class Vocab:
@@ -124,6 +125,7 @@ class Model:
         mp = L.llama_model_default_params()
         mp.n_gpu_layers = params.n_gpu_layers
         mp.use_extra_bufts = params.use_extra_bufts
+        mp.load_mtp = params.load_mtp
         ptr = L.llama_model_load_from_file(str(self.path).encode("utf-8"), mp)
         if not ptr:
             raise LlamaError(f"llama.cpp could not load {self.path.name} (unsupported format or corrupt file)")
@@ -135,6 +137,7 @@ class Model:
         self.n_layer = int(L.llama_model_n_layer(ptr))
         self.size_bytes = int(L.llama_model_size(ptr))
         self.is_recurrent = bool(L.llama_model_is_recurrent(ptr)) or bool(L.llama_model_is_hybrid(ptr))
+        self.n_layer_nextn = int(L.llama_model_n_layer_nextn(ptr))  # MTP/NextN blocks in the file (loaded or not)
         buf = ctypes.create_string_buffer(256)
         L.llama_model_desc(ptr, buf, 256)
         self.description = buf.value.decode("utf-8", "replace")
@@ -170,6 +173,7 @@ class ContextParams:
     flash_attn: str = "auto"
     type_k: str = "f16"
     type_v: str = "f16"
+    mtp: bool = False  # an MTP draft context: runs the model's NextN block on (token, target hidden state) pairs
 
 
 _KV_TYPES = {"f16": 1, "f32": 0, "q8_0": 8, "q4_0": 2, "bf16": 30}
@@ -199,6 +203,7 @@ class Context:
         cp.type_k = _KV_TYPES[params.type_k]
         cp.type_v = _KV_TYPES[params.type_v]
         cp.no_perf = True
+        cp.ctx_type = L.LLAMA_CONTEXT_TYPE_MTP if params.mtp else L.LLAMA_CONTEXT_TYPE_DEFAULT
         ptr = L.llama_init_from_model(model.ptr, cp)
         if not ptr:
             raise LlamaError(f"llama.cpp could not create a context (n_ctx={params.n_ctx}); not enough memory?")
@@ -214,6 +219,8 @@ class Context:
         self.tokens: list[int] = []  # exactly what the KV cache of sequence 0 holds, in position order
         self.decode_s = 0.0  # seconds spent inside llama_decode (benchmarks: Python overhead = the rest)
         self.decode_calls = 0
+        # Called as on_decoded(pos0, n) after every successful decode (the MTP source reads hidden states there).
+        self.on_decoded: Callable[[int, int], None] | None = None
 
     # -- decoding ---------------------------------------------------------------------------------------------------
     def decode(self, tokens: Sequence[int], logits_from: int | None = None) -> None:
@@ -252,6 +259,8 @@ class Context:
             raise LlamaError(f"llama_decode failed with code {rc}")
         self.tokens.extend(tokens)
         self._first_out = first_out
+        if self.on_decoded is not None:
+            self.on_decoded(pos0, n)
 
     def logits(self, row: int) -> np.ndarray:
         """Logits of batch row `row` of the last decode, as a view (copy it before the next decode)."""
@@ -260,10 +269,17 @@ class Context:
             raise LlamaError(f"no logits for batch row {row}")
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
 
-    def prefill(self, tokens: Sequence[int]) -> None:
-        """Decode `tokens` in n_batch chunks; logits only for the very last one."""
+    def prefill(self, tokens: Sequence[int], stop: Callable[[], bool] | None = None) -> bool:
+        """Decode `tokens` in n_batch chunks; logits only for the very last one.
+
+        `stop` is asked before each chunk: when it says so, return False with the KV cache (and `self.tokens`)
+        holding the whole chunks decoded so far, a prefix a later prompt can reuse.
+        """
         for start in range(0, len(tokens), self.n_batch):
+            if stop is not None and stop():
+                return False
             self.decode(tokens[start : start + self.n_batch])
+        return True
 
     # -- KV memory --------------------------------------------------------------------------------------------------
     def truncate(self, n_keep: int) -> bool:
@@ -282,11 +298,12 @@ class Context:
     def save_state(self) -> tuple[bytes, list[int]]:
         """A checkpoint of sequence 0 (needed to roll back recurrent/hybrid memory)."""
         size = L.llama_state_seq_get_size(self.ptr, 0)
-        buf = (ctypes.c_uint8 * size)()
-        n = L.llama_state_seq_get_data(self.ptr, buf, size, 0) if size else 0
+        raw = bytearray(size)
+        # Written in place and sliced through a memoryview: a ctypes slice would build a list of ints (slow at MBs).
+        n = L.llama_state_seq_get_data(self.ptr, (ctypes.c_uint8 * size).from_buffer(raw), size, 0) if size else 0
         if n == 0:
             raise LlamaError("could not save a sequence checkpoint")
-        return bytes(buf[:n]), list(self.tokens)
+        return bytes(memoryview(raw)[:n]), list(self.tokens)
 
     def load_state(self, state: tuple[bytes, list[int]]) -> None:
         data, tokens = state
@@ -312,6 +329,8 @@ class Context:
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # the usual case, compared at C speed (sources call this every step on long histories)
+        return n
     i = 0
     while i < n and a[i] == b[i]:
         i += 1

@@ -6,6 +6,7 @@ import atexit
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app.paths import get_paths
+from app.runtime.child_process import popen_tied
 
 HOST = "127.0.0.1"  # never beyond loopback: the fork's server has no API key set by us
 
@@ -178,6 +180,15 @@ def probe_cli(binary: Path, timeout_s: float = 30.0) -> CliDialect:
     return CliDialect.from_help(text)
 
 
+_PORT_ATTEMPTS = 4
+_BIND_FAILED = re.compile(r"couldn't bind|address already in use|failed to bind", re.IGNORECASE)
+
+
+def port_taken(log_tail: str) -> bool:
+    """Whether a failed start's log says the port was taken (then another port is tried)."""
+    return bool(_BIND_FAILED.search(log_tail))
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
@@ -251,7 +262,23 @@ class ExternalServer:
         return cmd + list(s.extra_args)
 
     def start(self) -> ExternalServer:
-        """Validate, spawn, and wait until /health answers 200; raises ExternalServerError with the log's tail."""
+        """Validate, spawn, and wait until /health answers 200; raises ExternalServerError with the log's tail.
+
+        The free port is only free when we looked: if another program takes it first, llama-server cannot bind,
+        and the start is retried on a fresh port.
+        """
+        fixed_log = self.log_path is not None
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                return self._start_once()
+            except ExternalServerError:
+                if attempt + 1 == _PORT_ATTEMPTS or not port_taken(self.logs(20)):
+                    raise
+                if not fixed_log:
+                    self.log_path = None  # a fresh log named after the new port
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> ExternalServer:
         with self._lock:
             if self.running:
                 return self
@@ -264,7 +291,8 @@ class ExternalServer:
                 log.write(("$ " + " ".join(cmd) + "\n").encode())
                 log.flush()
                 try:
-                    self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                    # Tied to our life: a DynaDraft killed with SIGKILL must not leave a server running.
+                    self.proc = popen_tied(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
                 except OSError as e:
                     raise ExternalServerError(f"could not start {binary}: {e}") from e
             _running.add(self)

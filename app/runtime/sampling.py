@@ -16,11 +16,15 @@ import numpy as np
 # Exact top-p needs a sort of the vocabulary (~150k entries, several ms). Almost always the nucleus lives in the
 # few hundred most likely tokens, so look there first and fall back to the full sort only when it does not.
 _TOP_P_PREFILTER = 1024
+# Below this a temperature only sharpens the distribution to its argmax (and z / 1e-40 overflows): decode greedily.
+MIN_TEMPERATURE = 1e-4
+# A repetition penalty scales logits by up to 1/penalty; below this it is no longer a penalty but an overflow.
+MIN_REPEAT_PENALTY = 0.01
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """The sampling knobs of llama.cpp and the OpenAI API; temperature <= 0 means greedy."""
+    """The sampling knobs of llama.cpp and the OpenAI API; a temperature below MIN_TEMPERATURE means greedy."""
 
     temperature: float = 0.0
     top_k: int = 0  # 0: off
@@ -41,8 +45,8 @@ class SamplingParams:
             raise ValueError("top_p must be in (0, 1]")
         if not (0.0 <= self.min_p <= 1.0):
             raise ValueError("min_p must be in [0, 1]")
-        if not (0.0 < self.repeat_penalty <= 10.0):
-            raise ValueError("repeat_penalty must be in (0, 10]")
+        if not (MIN_REPEAT_PENALTY <= self.repeat_penalty <= 10.0):
+            raise ValueError(f"repeat_penalty must be in [{MIN_REPEAT_PENALTY}, 10]")
         if not (-2.0 <= self.presence_penalty <= 2.0) or not (-2.0 <= self.frequency_penalty <= 2.0):
             raise ValueError("presence_penalty and frequency_penalty must be in [-2, 2]")
         if self.repeat_last_n < 0:
@@ -50,7 +54,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature <= 0.0
+        return self.temperature < MIN_TEMPERATURE
 
     @property
     def has_penalties(self) -> bool:
@@ -58,8 +62,11 @@ class SamplingParams:
 
 
 def apply_penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
-    """Repetition, presence and frequency penalties over the last `repeat_last_n` tokens (returns a new array)."""
-    out = np.array(logits, dtype=np.float32, copy=True)
+    """Repetition, presence and frequency penalties over the last `repeat_last_n` tokens (a new float64 array).
+
+    float64: a float32 logit near its maximum divided by a small penalty would overflow to inf (then NaN).
+    """
+    out = np.array(logits, dtype=np.float64, copy=True)
     if not params.has_penalties or params.repeat_last_n == 0 or not history:
         return out
     window = history[-params.repeat_last_n :]
@@ -67,7 +74,7 @@ def apply_penalties(logits: np.ndarray, params: SamplingParams, history: Sequenc
     if not counts:
         return out
     ids = np.fromiter(counts.keys(), dtype=np.int64)
-    cnt = np.fromiter(counts.values(), dtype=np.float32)
+    cnt = np.fromiter(counts.values(), dtype=np.float64)
     vals: np.ndarray = out[ids]
     if params.repeat_penalty != 1.0:
         vals = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
@@ -109,8 +116,10 @@ def distribution(logits: np.ndarray, params: SamplingParams, history: Sequence[i
     if params.min_p > 0.0:
         zm = np.where(keep, z, -np.inf)
         keep &= zm >= (np.max(zm) + np.log(params.min_p))
-    zt = np.where(keep, z / params.temperature, -np.inf)
-    return _softmax(zt)
+    # Log-space: shift so the best kept logit is 0 before dividing, so a small temperature gives large negative
+    # values (exp -> 0) rather than inf - inf = NaN.
+    zk = np.where(keep, z, -np.inf)
+    return _softmax((zk - np.max(zk)) / params.temperature)
 
 
 def _top_p_mask(z: np.ndarray, keep: np.ndarray, top_p: float) -> np.ndarray:

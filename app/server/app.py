@@ -10,6 +10,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from app.engine.worker import Engine
 from app.server import dd_routes, openai_chat, openai_completions, openai_models
+from app.server.browser_guard import BrowserPolicy
 from app.server.error_handlers import install_error_handlers
 from app.server.flow import CompletionFlow
 from app.server.metrics import Metrics
@@ -32,8 +33,12 @@ def create_app(
     dd_table_provider: DDTableProvider | None = None,
     aliases: Iterable[str] = (),
     metrics: Metrics | None = None,
+    browser: BrowserPolicy | None = None,
 ) -> FastAPI:
-    """Build the API around one loaded Engine. Binding, threads and start/stop live in `runner.EndpointServer`."""
+    """Build the API around one loaded Engine. Binding, threads and start/stop live in `runner.EndpointServer`.
+
+    `browser` defaults to a loopback server's policy: Host must name this machine, Origin must be a CORS origin.
+    """
     config = engine.config
     model_id = model_id or Path(config.model).stem
     state = ServerState(
@@ -53,7 +58,8 @@ def create_app(
     openai_models.install(app, flow)
     openai_chat.install(app, flow)
     openai_completions.install(app, flow)
-    app.add_middleware(GuardMiddleware, state=state, api_key=api_key)
+    browser = browser or BrowserPolicy.for_bind(True, cors_origins)
+    app.add_middleware(GuardMiddleware, state=state, api_key=api_key, browser=browser)
     if cors_origins:
         # Added last so it is outermost: preflights are answered without a key, and errors carry CORS headers.
         app.add_middleware(

@@ -18,7 +18,7 @@ def run_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted; 0 on a clean stop, 1 when the model or the endpoint cannot start, 2 on bad flags.
 
     Reads args.model, args.draft, args.host, args.port, args.api_key and, when present, args.ctx_size,
-    args.threads, args.gpu_layers, args.max_queue, args.cors_origin (list) and args.model_id.
+    args.threads, args.gpu_layers, args.max_queue, args.cors_origin and args.allowed_host (lists) and args.model_id.
     """
     host = getattr(args, "host", None) or "127.0.0.1"
     api_key = getattr(args, "api_key", None)
@@ -52,6 +52,7 @@ def run_serve(args: argparse.Namespace) -> int:
         port=args.port if getattr(args, "port", None) is not None else 8080,
         api_key=api_key,
         cors_origins=getattr(args, "cors_origin", None) or (),
+        allowed_hosts=getattr(args, "allowed_host", None) or (),
         log_level="info",
     )
     stop = threading.Event()

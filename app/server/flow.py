@@ -8,16 +8,14 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from app.engine.types import DoneEvent, EngineError, GenerationRequest, QueueFull, TextEvent
-from app.engine.worker import Engine
+from app.engine.types import DoneEvent, EngineError, GenerationRequest, TextEvent
 from app.server.body import ClientGone, race_disconnect
 from app.server.bridge import Generation
 from app.server.errors import ApiError, from_engine_error
-from app.server.openai_common import StreamFormat, requested_max_tokens, with_max_tokens
+from app.server.openai_common import StreamFormat, requested_max_tokens, until_context_end
 from app.server.state import ServerState
 
 
@@ -37,29 +35,12 @@ class CompletionFlow:
                 param="model",
             )
 
-    async def resolve_max_tokens(self, request: GenerationRequest, explicit: int | None) -> GenerationRequest:
-        """Without a client limit, generate up to the end of the context window (needs the prompt's length)."""
+    def resolve_max_tokens(self, request: GenerationRequest, explicit: int | None) -> GenerationRequest:
+        """Without a client limit, generate up to the end of the context window: the engine measures the prompt
+        when it runs the request, so a full queue answers 429 at once instead of after the running generation."""
         if explicit is not None:
             return request
-        if self.engine.queue_depth > self.engine.max_queue:
-            raise from_engine_error(_queue_full(self.engine))
-
-        def measure(session: Any) -> tuple[int, int]:
-            return len(session.format_prompt(request)), int(session.n_ctx)
-
-        try:
-            n_prompt, n_ctx = await anyio.to_thread.run_sync(self.engine.call, measure)
-        except EngineError as e:
-            raise from_engine_error(e) from None
-        room = n_ctx - n_prompt
-        if room < 1:
-            raise ApiError(
-                400,
-                f"the prompt ({n_prompt} tokens) fills the context window of {n_ctx} tokens",
-                code="context_length_exceeded",
-                param="messages",
-            )
-        return with_max_tokens(request, room)
+        return until_context_end(request)
 
     def submit(self, request: GenerationRequest) -> Generation:
         try:
@@ -123,7 +104,7 @@ class CompletionFlow:
         self.check_model(req.model)
         rid = f"{prefix}-{uuid.uuid4().hex}"
         gen_req = to_generation(req, has_draft=self.state.has_draft, request_id=rid)
-        gen_req = await self.resolve_max_tokens(gen_req, requested_max_tokens(req))
+        gen_req = self.resolve_max_tokens(gen_req, requested_max_tokens(req))
         gen = self.submit(gen_req)
         created = int(time.time())
         try:
@@ -143,7 +124,3 @@ def _failed(gen: Generation, err: EngineError) -> ApiError:
         # Only the server cancels a request whose client is still there: it is stopping.
         return ApiError(503, "the server is stopping; the request was cancelled", code="server_stopping")
     return from_engine_error(err)
-
-
-def _queue_full(engine: Engine) -> EngineError:
-    return QueueFull(f"the engine queue is full ({engine.max_queue} waiting); try again shortly")

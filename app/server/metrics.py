@@ -7,6 +7,14 @@ from collections import Counter
 
 from app.engine.types import EngineError, GenerationSummary
 
+_CACHE_COUNTERS = {
+    "hits": "Requests that reused cached prompt tokens (live memory or a restored state).",
+    "misses": "Requests that prefilled the whole prompt.",
+    "restores": "Saved states restored into a context.",
+    "evictions": "Saved states dropped to stay within the byte budget.",
+    "cached_tokens": "Prompt tokens not prefilled thanks to the cache.",
+}
+
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -27,6 +35,7 @@ class Metrics:
         self.drafted: Counter[str] = Counter()  # by source
         self.accepted: Counter[str] = Counter()
         self.dd_decisions: Counter[str] = Counter()  # by decision reason
+        self.prompt_cache: dict[str, int] = {}  # the engine's conversation-cache totals after the latest request
 
     @property
     def request_count(self) -> int:
@@ -49,6 +58,8 @@ class Metrics:
             for source, stats in summary.per_source.items():
                 self.drafted[source] += int(stats.get("drafted", 0))
                 self.accepted[source] += int(stats.get("accepted", 0))
+            if summary.cache is not None:
+                self.prompt_cache = dict(summary.cache)
             if summary.dynamic_draft is not None:
                 self.dd_decisions[str(summary.dynamic_draft.get("reason", "unknown"))] += 1
 
@@ -130,5 +141,17 @@ class Metrics:
                 "counter",
                 "Dynamic Draft decisions, by reason.",
                 by("reason", self.dd_decisions),
+            )
+            cache = self.prompt_cache
+            for key, help_ in _CACHE_COUNTERS.items():
+                family(f"dynadraft_prompt_cache_{key}_total", "counter", help_, [("", cache.get(key, 0))])
+            family(
+                "dynadraft_prompt_cache_bytes", "gauge", "Bytes of saved states held.", [("", cache.get("bytes", 0))]
+            )
+            family(
+                "dynadraft_prompt_cache_budget_bytes",
+                "gauge",
+                "The conversation cache's byte budget (--cache-ram).",
+                [("", cache.get("budget", 0))],
             )
         return "\n".join(out) + "\n"

@@ -7,6 +7,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.server.browser_guard import BrowserPolicy, check_request
 from app.server.errors import ApiError
 from app.server.state import ServerState
 
@@ -38,10 +39,13 @@ async def drain(receive: Receive, limit: int = _DRAIN_LIMIT) -> None:
 class GuardMiddleware:
     """Counts responses by status, enforces the API key and refuses oversized bodies (by Content-Length) early."""
 
-    def __init__(self, app: ASGIApp, *, state: ServerState, api_key: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, state: ServerState, api_key: str | None, browser: BrowserPolicy | None = None
+    ) -> None:
         self.app = app
         self.state = state
         self.api_key = api_key.encode() if api_key else None
+        self.browser = browser or BrowserPolicy()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -55,6 +59,11 @@ class GuardMiddleware:
             await send(message)
 
         headers = dict(scope.get("headers") or [])
+        refused = check_request(scope["method"].encode(), headers, self.browser)
+        if refused is not None:  # a foreign Host (DNS rebinding), Origin, or a non-JSON body (CSRF)
+            await drain(receive)
+            await send_error(counting_send, refused)
+            return
         if self.api_key is not None and scope["path"] not in OPEN_PATHS and scope["method"] != "OPTIONS":
             auth = headers.get(b"authorization", b"")
             scheme, _, token = auth.partition(b" ")

@@ -132,8 +132,9 @@ def build_generation(
         raise ApiError(400, str(e), code=e.code, param=param) from None
 
 
-def with_max_tokens(request: GenerationRequest, max_tokens: int) -> GenerationRequest:
-    return replace(request, max_tokens=max_tokens)
+def until_context_end(request: GenerationRequest) -> GenerationRequest:
+    """The request without a client limit: as many tokens as the context window leaves after the prompt."""
+    return replace(request, max_tokens=1 << 30, until_context_end=True)
 
 
 # -- responses -----------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from app.engine.worker import Engine
 from app.server.app import create_app
+from app.server.browser_guard import BrowserPolicy
 from app.server.metrics import Metrics
 from app.server.middleware import DEFAULT_MAX_BODY_BYTES
 from app.server.state import DDTableProvider
@@ -80,6 +81,7 @@ class EndpointServer:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         dd_table_provider: DDTableProvider | None = None,
         log_level: str = "warning",
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
         self.engine = engine
         self.model_id = model_id
@@ -91,6 +93,7 @@ class EndpointServer:
         # By default the route serves the table the engine applies (None -> 404 "no_table").
         self.dd_table_provider = dd_table_provider or getattr(engine, "dd_table", None)
         self.log_level = log_level
+        self.allowed_hosts = tuple(allowed_hosts)  # Host names served besides localhost (DNS rebinding protection)
         self.metrics = Metrics()  # kept across restarts so the GUI's counters don't reset on a toggle
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -133,6 +136,7 @@ class EndpointServer:
                 max_body_bytes=self.max_body_bytes,
                 dd_table_provider=self.dd_table_provider,
                 metrics=self.metrics,
+                browser=BrowserPolicy.for_bind(is_loopback(self.host), self.cors_origins, self.allowed_hosts),
             )
             config = uvicorn.Config(
                 app,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from app.speculative.mtp import MtpSource
 from app.speculative.sources import DraftModelSource, DraftSource, PromptLookupSource
 
 NONE = "none"
@@ -106,3 +107,4 @@ def pool_arms(loaded: Collection[str]) -> list[str]:
 # The built-in sources. A new source adds its line here.
 register(DraftModelSource)
 register(PromptLookupSource)
+register(MtpSource)

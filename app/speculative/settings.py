@@ -32,6 +32,10 @@ class SpecSettings:
     def __post_init__(self) -> None:
         if self.source not in ("none", "pool") and self.source not in (known := source_choices()):
             raise ValueError(f"speculative.source must be one of {', '.join(known)}, got {self.source!r}")
+        for name in ("n_max", "n_min"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ValueError(f"speculative.{name} must be an integer, got {v!r}")
         if not 0 <= self.n_max <= 64:
             raise ValueError(f"speculative.n_max must be in 0..64, got {self.n_max}")
         if not 0 <= self.n_min <= max(self.n_max, 0):

@@ -7,7 +7,7 @@ them, and everything that enumerates sources (engine, pool, calibration grid, AP
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -141,6 +141,55 @@ def _top1_probability(logits: np.ndarray) -> tuple[int, float]:
     return tok, 1.0 / denom
 
 
+def _draft_sampling(sampling: SamplingParams) -> SamplingParams:
+    """What a model draft samples with: the target's knobs without penalties (they need the full history)."""
+    return SamplingParams(
+        temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p
+    )
+
+
+def _pick_draft_token(
+    logits: np.ndarray, sampling: SamplingParams, draft_params: SamplingParams, rng: np.random.Generator
+) -> tuple[int, float, np.ndarray | None]:
+    """One draft token from a draft's logits: (token, its confidence, q it was drawn from or None for greedy).
+
+    Greedy (T = 0) takes the top-1 and reports its probability; T > 0 draws from q = the processed distribution,
+    which the verifier needs for exact rejection sampling.
+    """
+    if sampling.greedy:
+        tok, conf = _top1_probability(logits)
+        return tok, conf, None
+    q = distribution(logits, draft_params)
+    return draw(q, rng), float(q.max()), q
+
+
+def draft_autoregressive(
+    out: Draft,
+    logits: Callable[[], np.ndarray],
+    advance: Callable[[int], None],
+    n_max: int,
+    n_min: int,
+    p_min: float,
+    sampling: SamplingParams,
+    rng: np.random.Generator,
+) -> None:
+    """Fill `out` one token at a time: pick from `logits()`, stop below p_min or at n_max, else `advance(token)` (the
+    draft model decodes it) and go on. A draft shorter than n_min is dropped."""
+    draft_params = _draft_sampling(sampling)
+    while True:
+        tok, conf, q = _pick_draft_token(logits(), sampling, draft_params, rng)
+        if conf < p_min:
+            break
+        out.tokens.append(tok)
+        out.confidence.append(conf)
+        out.dists.append(q)
+        if len(out.tokens) >= n_max:
+            break
+        advance(tok)
+    if len(out.tokens) < max(n_min, 1):
+        out.tokens, out.confidence, out.dists = [], [], []
+
+
 class DraftModelSource:
     """A second GGUF with the same vocabulary, in its own context and KV cache.
 
@@ -158,6 +207,9 @@ class DraftModelSource:
         self.ctx = ctx
         # The target's vocabulary size (None: the same as the draft's); see fit_to_vocab.
         self.n_target_vocab = n_target_vocab if n_target_vocab is not None else ctx.n_vocab
+        # Recurrent/hybrid drafts: the state at the committed history, taken before drafting past it, so that a
+        # rollback restores it instead of re-prefilling everything (the same rule as the target's verify).
+        self._checkpoint: tuple[bytes, list[int]] | None = None
 
     @classmethod
     def create(cls, env: SourceEnv) -> DraftModelSource | None:
@@ -189,6 +241,13 @@ class DraftModelSource:
         if any(not 0 <= t < ctx.n_vocab for t in rest):
             return False
         ctx.prefill(rest)
+        if ctx.model.is_recurrent:
+            from app.runtime.llama import LlamaError  # loaded by now: this context exists
+
+            try:
+                self._checkpoint = ctx.save_state()
+            except LlamaError:
+                self._checkpoint = None
         return True
 
     def propose(
@@ -206,34 +265,32 @@ class DraftModelSource:
         n_max = min(n_max, room)
         if n_max <= 0 or not history or not self._sync(history):
             return out
-        draft_params = SamplingParams(
-            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p
+        draft_autoregressive(
+            out,
+            lambda: fit_to_vocab(self.ctx.logits(-1), self.n_target_vocab),
+            lambda tok: self.ctx.decode([tok]),
+            n_max,
+            n_min,
+            p_min,
+            sampling,
+            rng,
         )
-        while True:
-            logits = fit_to_vocab(self.ctx.logits(-1), self.n_target_vocab)
-            if sampling.greedy:
-                tok, conf = _top1_probability(logits)
-                q = None
-            else:
-                q = distribution(logits, draft_params)
-                conf = float(q.max())
-                tok = draw(q, rng)
-            if conf < p_min:
-                break
-            out.tokens.append(tok)
-            out.confidence.append(conf)
-            out.dists.append(q)
-            if len(out.tokens) >= n_max:
-                break
-            self.ctx.decode([tok])
-        if len(out.tokens) < max(n_min, 1):
-            out.tokens, out.confidence, out.dists = [], [], []
         out.draft_ms = (time.perf_counter() - t0) * 1000.0
         return out
 
     def rollback(self, n_committed: int) -> None:
-        if not self.ctx.truncate(n_committed):
-            self.ctx.clear()
+        if self.ctx.truncate(n_committed):
+            return
+        cp, self._checkpoint = self._checkpoint, None
+        if cp is not None and len(cp[1]) <= n_committed:  # taken at the committed history this draft continued
+            from app.runtime.llama import LlamaError
+
+            try:
+                self.ctx.load_state(cp)
+                return
+            except LlamaError:
+                pass
+        self.ctx.clear()
 
     def reset(self) -> None:
         """Nothing to forget: the KV cache is reused across requests through the common prefix."""

@@ -2,7 +2,8 @@
 # Device runs on the lent H200 machine (Vulkan), in steps, each one command that ends inside the 10-minute limit.
 #
 # Prepared here by bench/gpu/pack.sh into build/ddvk/ (ignored by git; sent with `carry: ["build/ddvk"]`):
-#   gl/*.deb          Debian's libvulkan1 + libglvnd0 (the machine has NVIDIA's ICD but no Vulkan loader)
+#   gl/*.deb          Debian's libvulkan1, libglvnd0, libegl1, libgl1, libglx0, libopengl0, libgles2 (the machine
+#                     has NVIDIA's ICD but no Vulkan loader; with the first two alone the GPU was not found)
 #   payload.tar.xz    the Vulkan llama_cpp package (pure Python + shared libraries, loaded by ctypes, so the
 #                     wheel built for Python 3.11 here runs under the machine's 3.12) + diskcache + platformdirs
 #   skel/*.skel       GGUF headers (metadata + tensor infos) of the real 0.5B/1.5B and derived 7B/14B/32B shapes
@@ -30,7 +31,13 @@ export VK_DRIVER_FILES=$ICD VK_ICD_FILENAMES=$ICD VK_LOADER_DEBUG=error,warn
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 export DYNADRAFT_HOME=/tmp/ddhome
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.csv"
-python3 bench/gpu/measure.py devices "$OUT/devices.json" > /dev/null
+# ggml's own log says whether the Vulkan backend found the GPU: with only some of the loader's libraries unpacked the
+# backend still registers (devices.json lists "Vulkan") while every run silently falls back to the host CPU.
+DYNADRAFT_LLAMA_LOG=1 python3 bench/gpu/measure.py devices "$OUT/devices.json" > /dev/null 2> "$OUT/devices.log"
+grep -i vulkan "$OUT/devices.log" | head -5
+if ! grep -q "ggml_vulkan: Found [1-9]" "$OUT/devices.log"; then
+  echo "NO VULKAN DEVICE (ggml's log lacks 'ggml_vulkan: Found'): stopping"; exit 3
+fi
 if ! grep -q Vulkan "$OUT/devices.json"; then echo "NO VULKAN DEVICE: stopping"; exit 3; fi
 STEPS=${DD_STEPS:-costs}
 MODELS=${DD_MODELS:-q05b q15b q7b}

@@ -16,7 +16,6 @@ own draft model) with one token changed, so that every step rolls back after acc
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,34 +30,10 @@ from app.runtime.sampling import SamplingParams
 from app.speculative.exactness import Exactness, compare
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftSource
-from tests.engine.tiny_gguf import write_tiny_mamba, write_tiny_qwen35
+from tests.engine.conftest import TinyModel
 
 GREEDY = SamplingParams(temperature=0.0)
 LOOKUP = SpecSettings(source="lookup", n_max=4)
-
-
-@dataclass(frozen=True)
-class TinyModel:
-    name: str
-    path: Path
-    prompt: str  # greedy decoding of it loops after a few tokens: lookup drafts are rejected, then accepted
-
-
-# Seeds chosen so that greedy decoding of the prompt falls into a loop after a few tokens (lookup drafts are rejected
-# before the loop and accepted inside it: several rollbacks per request), while the memory weighs enough that losing
-# it changes the tokens (see the broken-rollback test). out_std 2.0: logits several units apart, so a wrong token is
-# not excused as a near-tie.
-_WRITERS = {
-    "mamba": lambda path: write_tiny_mamba(path, seed=3, mix=0.7, out_std=2.0),
-    "qwen35": lambda path: write_tiny_qwen35(path, seed=9, mix=0.3, out_std=2.0),
-}
-
-
-@pytest.fixture(scope="session", params=sorted(_WRITERS))
-def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> TinyModel:
-    name = request.param
-    path = _WRITERS[name](tmp_path_factory.mktemp(f"tiny-{name}") / f"tiny-{name}.gguf")
-    return TinyModel(name, path, "hello world hello world")
 
 
 def _session(path: Path) -> Session:
@@ -94,9 +69,8 @@ class _OneWrongToken:
 
     The draft is the target itself, so it proposes the target's own greedy continuation: the verifier accepts the
     tokens before the changed one and rejects the rest, and every step rolls the memory back after accepting 0, 1,
-    .., n_max-1 tokens (a replay of every length). The draft context is hybrid/recurrent too: it rolls back by
-    clearing and re-prefilling (see DraftModelSource), independently of the target, so it keeps proposing the right
-    continuation even when the target's rollback is broken.
+    .., n_max-1 tokens (a replay of every length). The draft context is hybrid/recurrent too: it rolls back to its
+    own checkpoint, taken at the committed history before drafting (see DraftModelSource).
     """
 
     name = "draft"
@@ -119,6 +93,9 @@ class _OneWrongToken:
 
     def reset(self) -> None:
         self.inner.reset()
+
+    def close(self) -> None:  # DraftSource.close (Session.close closes every source)
+        self.inner.close()
 
 
 ONE_WRONG = SpecSettings(source="draft", n_max=4, p_min=0.0)
@@ -295,25 +272,27 @@ def test_impossible_rollback_turns_speculation_off_with_a_reason(
     assert again.tokens == spec.tokens
 
 
-def test_prefix_sharing_request_re_prefills_and_equals_a_fresh_session(tiny: TinyModel) -> None:
+def test_prefix_sharing_request_resumes_from_a_checkpoint_and_equals_a_fresh_session(tiny: TinyModel) -> None:
+    """The conversation cache's checkpoint rule: the state saved at the end of the first prompt is restored for a
+    request that extends that prompt, and only the new tokens are prefilled; the output matches a fresh session."""
     first = _raw(tiny.prompt, speculative=LOOKUP)
     follow = _raw(tiny.prompt + " the cat sat on the mat", speculative=LOOKUP, max_tokens=32)
     warm = _session(tiny.path)
     try:
         s1 = _run(warm, first)
-        assert s1.timings.draft_n > s1.timings.draft_n_accepted  # the cache was rolled back before this request
+        assert s1.timings.draft_n > s1.timings.draft_n_accepted  # the memory was rolled back during this request
         s2 = _run(warm, follow)
-        again = _run(warm, follow)  # same prompt again: the prefix can't be cut out of a recurrent state either
-    finally:
+        again = _run(warm, follow)  # same prompt again: the generated tokens can't be cut out of a recurrent state,
+    finally:  # but the first prompt's checkpoint is still there
         warm.close()
-    # The follow-up shares the first prompt, but the cache also holds generated tokens past the shared prefix,
-    # and recurrent memory cannot drop them: the session clears and re-prefills everything.
-    assert s2.timings.cache_n == 0 and s2.timings.prompt_n == s2.prompt_tokens
-    assert again.timings.cache_n == 0
+    assert s2.timings.cache_n == again.timings.cache_n == s1.prompt_tokens
+    assert s2.timings.prompt_n == s2.prompt_tokens - s1.prompt_tokens
     fresh = _session(tiny.path)
     try:
-        s3 = _run(fresh, follow)
+        s3 = _run(fresh, _raw(follow.prompt or "", speculative=PLAIN, max_tokens=32, collect_margins=True))
     finally:
         fresh.close()
-    assert len(s3.tokens) > 0
-    assert s2.tokens == s3.tokens == again.tokens
+    assert s3.timings.cache_n == 0 and len(s3.tokens) > 0
+    for got in (s2, again):  # restored + 6 tokens vs 23 tokens in one batch: judged at near-ties
+        verdict = compare(s3.tokens, s3.margins, got.tokens)
+        assert verdict.acceptable, verdict.describe()

@@ -95,7 +95,8 @@ class _Tiny:
         self.normal("token_embd.weight", (self.n_vocab, n_embd), 1.0)
         self.ones("output_norm.weight", n_embd)
         # Logits of a few units: clear greedy choices, so an exactness check is not excused by near-ties everywhere.
-        self.normal("output.weight", (self.n_vocab, n_embd), out_std)
+        self.output = (self.rng.standard_normal((self.n_vocab, n_embd)) * out_std).astype(np.float32)
+        w.add_tensor("output.weight", self.output)
 
     def normal(self, name: str, shape: tuple[int, ...], std: float) -> None:
         self.w.add_tensor(name, (self.rng.standard_normal(shape) * std).astype(np.float32))
@@ -161,6 +162,10 @@ def write_tiny_qwen35(
     full_attention_interval: int = 2,
     mix: float = 1.0,
     out_std: float = 0.5,
+    mtp: bool = False,
+    mtp_std: float = 1.0,
+    mtp_next: dict[int, int] | None = None,
+    mtp_next_scale: float = 1.0,
 ) -> Path:
     """A tiny Qwen3.5 GGUF (hybrid memory) with F32 random weights; returns the path.
 
@@ -171,10 +176,21 @@ def write_tiny_qwen35(
     heads of 16 (llama.cpp requires the value head size to equal ssm.state_size), a 4-tap causal convolution.
     Every layer ends in a SwiGLU FFN. `mix` scales the attention and delta-net output projections (how much
     the memory moves the residual stream); `out_std` scales the output head, i.e. the logit gaps.
+
+    `mtp` appends one multi-token-prediction (NextN) block after the trunk, as the released Qwen3.5/3.6 GGUFs carry
+    it: block_count counts it, `nextn_predict_layers` = 1, and the block is a full-attention decoder layer fed by
+    `nextn.eh_proj` over [RMSNorm(token embedding) | RMSNorm(target hidden state)], sharing the output head.
+    `mtp_std` scales the hidden-state half of eh_proj (how much the draft follows the target's state).
+    `mtp_next` gives the head a bigram bias: the block's own token embedding (nextn.embed_tokens) of token x points
+    along the output row of mtp_next[x], so after the token x the head tends to draft mtp_next[x] (a random head
+    would almost never agree with the target; with a map read off the target's own greedy output, drafts are
+    partly accepted and partly rejected, which is what the rollback tests need). `mtp_next_scale` weakens that bias
+    (at 1 the head is nearly certain of its bigram; smaller spreads its distribution).
     """
     if not 1 < full_attention_interval <= n_layer:
         raise ValueError("need at least one attention and one recurrent layer")
-    m = _Tiny(Path(path), gguf.MODEL_ARCH.QWEN35, seed=seed, n_embd=n_embd, n_layer=n_layer, out_std=out_std)
+    n_blocks = n_layer + (1 if mtp else 0)
+    m = _Tiny(Path(path), gguf.MODEL_ARCH.QWEN35, seed=seed, n_embd=n_embd, n_layer=n_blocks, out_std=out_std)
     rng, w = m.rng, m.w
     n_ff = 2 * n_embd
     n_head, n_head_kv, head_dim = 4, 2, 16
@@ -196,12 +212,27 @@ def write_tiny_qwen35(
     w.add_ssm_time_step_rank(n_v_heads)
     w.add_ssm_group_count(n_k_heads)
     w.add_full_attention_interval(full_attention_interval)
+    if mtp:
+        w.add_nextn_predict_layers(1)
 
-    for i in range(n_layer):
+    for i in range(n_blocks):
         blk = f"blk.{i}"
         m.ones(f"{blk}.attn_norm.weight", n_embd)
         m.ones(f"{blk}.post_attention_norm.weight", n_embd)
-        if (i + 1) % full_attention_interval == 0:
+        if i == n_layer:  # the MTP block: eh_proj maps [embedding | hidden] (2 * n_embd) back to n_embd
+            eh = rng.standard_normal((n_embd, 2 * n_embd)) * (2 * n_embd) ** -0.5
+            eh[:, n_embd:] *= mtp_std
+            if mtp_next is not None:
+                eh[:, :n_embd] = np.eye(n_embd)  # the bigram direction passes through unchanged
+            w.add_tensor(f"{blk}.nextn.eh_proj.weight", eh.astype(np.float32))
+            m.ones(f"{blk}.nextn.enorm.weight", n_embd)
+            m.ones(f"{blk}.nextn.hnorm.weight", n_embd)
+            if mtp_next is not None:
+                emb = rng.standard_normal((m.n_vocab, n_embd)) * 0.3
+                for x, y in mtp_next.items():
+                    emb[x] += m.output[y] / np.linalg.norm(m.output[y]) * np.sqrt(n_embd) * mtp_next_scale
+                w.add_tensor(f"{blk}.nextn.embed_tokens.weight", emb.astype(np.float32))
+        if (i + 1) % full_attention_interval == 0 or i == n_layer:
             m.normal(f"{blk}.attn_q.weight", (2 * n_head * head_dim, n_embd), n_embd**-0.5)  # [q | gate] per head
             m.normal(f"{blk}.attn_k.weight", (n_head_kv * head_dim, n_embd), n_embd**-0.5)
             m.normal(f"{blk}.attn_v.weight", (n_head_kv * head_dim, n_embd), n_embd**-0.5)

@@ -61,3 +61,26 @@ def test_port_in_use_is_reported(make_window, gui_engine, qtbot) -> None:  # typ
         assert not w.endpoint.switch.isChecked() and w.endpoint.server is None
     finally:
         blocker_sock.close()
+
+
+def test_allowed_host_names_from_the_panel(make_window, gui_engine, qtbot) -> None:  # type: ignore[no-untyped-def]
+    from app.gui import endpoint as ep
+
+    if ep.EndpointServer is None:
+        pytest.skip(f"app.server.runner is not available in this build: {ep.SERVER_ERROR}")
+    httpx = pytest.importorskip("httpx")
+    w: MainWindow = make_window(engine=gui_engine, model_label="smollm2")
+    panel = w.endpoint
+    panel.port.setValue(_free_port())
+    panel.allowed_hosts.setText("mybox.lan, *.internal")
+    with qtbot.waitSignal(panel.state_changed, timeout=30_000):
+        panel.switch.setChecked(True)
+    try:
+        base = panel.url.text()
+        for host, status in (("mybox.lan:8080", 200), ("a.b.internal", 200), ("localhost", 200), ("evil.example", 403)):
+            assert httpx.get(f"{base}/models", headers={"Host": host}, timeout=30).status_code == status, host
+        assert not panel.allowed_hosts.isEnabled()  # fixed while serving, like the other settings
+        assert w.endpoint.settings()["allowed_hosts"] == "mybox.lan, *.internal"
+    finally:
+        with qtbot.waitSignal(panel.state_changed, timeout=30_000):
+            panel.switch.setChecked(False)

@@ -67,7 +67,13 @@ def test_speculative_override() -> None:
     assert req.speculative is not None and req.speculative.source == "pool" and req.speculative.adaptive
     assert openai_chat.chat_to_generation(chat(speculative={}), has_draft=False).speculative is None
     with pytest.raises(ApiError, match="needs a draft model"):
-        openai_chat.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False)
+        openai_chat.chat_to_generation(chat(speculative={"source": "draft"}), has_draft=False)
+    # The pool and MTP can run on the target's own MTP head, which only the engine knows about: it decides (400s).
+    pool = openai_chat.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False).speculative
+    assert pool is not None and pool.source == "pool"
+    assert openai_chat.chat_to_generation(chat(speculative={"source": "mtp"}), has_draft=False).speculative == (
+        SpecSettings(source="mtp", n_max=DEFAULT_N_MAX)
+    )
     with pytest.raises(ApiError) as e:
         openai_chat.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 65}), has_draft=False)
     assert e.value.param == "speculative.n_max"

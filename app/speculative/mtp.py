@@ -1,0 +1,160 @@
+"""The MTP draft source: the target's own multi-token-prediction head, kept in step with the target's hidden states."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, common_prefix
+from app.runtime.llama_mtp import MtpContext, capture_hidden, hidden_rows, mtp_unavailable_reason
+from app.runtime.sampling import SamplingParams
+from app.speculative.settings import SpecSettings
+from app.speculative.sources import Draft, SourceEnv, draft_autoregressive
+
+log = logging.getLogger(__name__)
+
+
+class MtpSource:
+    """Drafts with the target's NextN block, applied recursively (one head, as Qwen3.5/3.6 ship it).
+
+    The MTP context's position p holds the pair (token p, the target's hidden state at p - 1; zeros at p = 0), so its
+    logits there predict token p + 1 as the target's own head would. Every target decode hands its hidden-state rows
+    over (Context.on_decoded); they are kept per position, with the tokens they were computed along, so the MTP
+    context catches up lazily: the pairs of every committed token plus the pair of the last token are decoded in one
+    batch at the next proposal, whose last row drafts the first token. Each further draft token is paired with the
+    head's own hidden state. Rollback drops those draft-only positions; the target side needs nothing (its hybrid
+    memory is restored from checkpoints by the session, and re-decoding re-sends the rows).
+
+    Greedy drafts stop below p_min on the head's top-1 probability; at T > 0 each token is drawn from the head's
+    processed distribution q, which goes to the verifier for exact rejection sampling. Row storage costs
+    n_ctx x n_embd floats at most (the hidden state of every position the target holds).
+    """
+
+    name: ClassVar[str] = "mtp"
+    label: ClassVar[str] = "MTP head (the model's own)"
+    needs_draft_model: ClassVar[bool] = False  # it runs on the target's own weights
+    cheap_peek: ClassVar[bool] = False
+
+    @classmethod
+    def create(cls, env: SourceEnv) -> MtpSource | None:
+        """The source when the target was loaded with an MTP head this driver runs, else None (see
+        mtp_unavailable_reason; the session says why when a request asks for it)."""
+        if mtp_unavailable_reason(env.target) is not None:
+            return None
+        try:
+            return attach_mtp(env.target_ctx, env.target, env.target_ctx.params)
+        except LlamaError as e:
+            log.warning("%s: no MTP draft source: %s", env.target.path.name, e)
+            return None
+
+    @classmethod
+    def calibration_grid(cls, mode: str) -> tuple[SpecSettings, ...]:
+        """The design note's MTP rows (n2,p0 / n4,p0.25 / n4,p0) in quick mode, depths 1-6 by p_min in full, and
+        adaptive length."""
+        if mode == "full":
+            rows = [SpecSettings("mtp", n, 0, p) for n in (1, 2, 3, 4, 6) for p in (0.0, 0.25, 0.55)]
+        else:
+            rows = [SpecSettings("mtp", 2, 0, 0.0), SpecSettings("mtp", 4, 0, 0.25), SpecSettings("mtp", 4, 0, 0.0)]
+        return (*rows, SpecSettings("mtp", 6, 0, 0.0, adaptive=True))
+
+    def __init__(self, target: Context, mtp: MtpContext) -> None:
+        self.target = target
+        self.mtp = mtp
+        self.n_embd = mtp.n_embd
+        self._rows = np.zeros((0, self.n_embd), dtype=np.float32)
+        self._row_tokens: list[int] = []  # the tokens the stored rows were computed along (row p follows [:p + 1])
+        self._n_paired = 0  # leading MTP positions paired with target hidden states (the rest are draft steps)
+        capture_hidden(target)
+        target.on_decoded = self._on_target_decoded
+
+    # -- the target's side -------------------------------------------------------------------------------------------
+    def _on_target_decoded(self, pos0: int, n: int) -> None:
+        rows = hidden_rows(self.target, n)
+        end = pos0 + n
+        if end > len(self._rows):
+            grown = np.zeros((min(max(end, 2 * len(self._rows), 256), self.target.n_ctx), self.n_embd), np.float32)
+            grown[: len(self._rows)] = self._rows
+            self._rows = grown
+        self._rows[pos0:end] = rows
+        del self._row_tokens[pos0:]
+        self._row_tokens.extend([-1] * (pos0 - len(self._row_tokens)))  # positions restored without rows: unknown
+        self._row_tokens.extend(self.target.tokens[pos0:end])
+
+    # -- DraftSource -------------------------------------------------------------------------------------------------
+    def _catch_up(self, history: Sequence[int]) -> bool:
+        """Pair every token of `history` with the target's hidden state before it; logits of the last pair ready.
+
+        False when some hidden states are unknown (the target's memory was restored from elsewhere): no draft then.
+        """
+        mtp = self.mtp
+        n_kv = len(history) - 1
+        if common_prefix(self._row_tokens, history) < n_kv:
+            return False
+        keep = min(common_prefix(mtp.tokens, history), self._n_paired, n_kv)
+        mtp.truncate(keep)  # a plain KV cache: partial removal always works
+        self._n_paired = keep
+        zero = np.zeros((1, self.n_embd), dtype=np.float32)
+        for start in range(keep, n_kv + 1, mtp.n_batch):
+            end = min(start + mtp.n_batch, n_kv + 1)
+            hidden = self._rows[max(start - 1, 0) : end - 1]
+            if start == 0:
+                hidden = np.concatenate([zero, hidden])
+            mtp.decode_pairs(list(history[start:end]), hidden)
+            self._n_paired = end
+        return True
+
+    def propose(
+        self,
+        history: Sequence[int],
+        n_max: int,
+        n_min: int,
+        p_min: float,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        t0 = time.perf_counter()
+        out = Draft(self.name)
+        n_max = min(n_max, self.mtp.n_ctx - len(history))
+        if n_max <= 0 or not history or not self._catch_up(history):
+            return out
+        mtp = self.mtp
+        # Each further draft token is paired with the head's own hidden state at the token before it.
+        draft_autoregressive(
+            out,
+            lambda: mtp.logits(-1),
+            lambda tok: mtp.decode_pairs([tok], mtp.hidden_out(-1)[None, :]),
+            n_max,
+            n_min,
+            p_min,
+            sampling,
+            rng,
+        )
+        out.draft_ms = (time.perf_counter() - t0) * 1000.0
+        return out
+
+    def rollback(self, n_committed: int) -> None:
+        self._n_paired = min(self._n_paired, n_committed)
+        self.mtp.truncate(self._n_paired)
+        del self._row_tokens[n_committed:]  # rows of rejected draft tokens
+
+    def reset(self) -> None:
+        """Nothing to forget: the MTP cache is reused across requests through the common prefix, like the target's."""
+
+    def close(self) -> None:
+        if self.target.on_decoded == self._on_target_decoded:
+            self.target.on_decoded = None
+        self.mtp.close()
+
+
+def attach_mtp(target: Context, model: Model, params: ContextParams) -> MtpSource:
+    """An MTP source on `target`'s model (loaded with load_mtp); raises LlamaError saying why it cannot be."""
+    mctx = MtpContext(model, params)
+    try:
+        return MtpSource(target, mctx)
+    except LlamaError:
+        mctx.close()
+        raise
