@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also answer requests for this Host name (besides localhost; *.example allows subdomains)",
     )
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
+    p.add_argument("--chat-template-file", metavar="FILE", help="a Jinja chat template instead of the model's own")
     dd = p.add_mutually_exclusive_group()
     dd.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off (requests' fields or defaults run)")
     dd.add_argument(

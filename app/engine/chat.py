@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import codecs
 import datetime as _dt
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -25,34 +27,79 @@ def _raise(message: str) -> None:
     raise TemplateError(message)
 
 
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **kw: Any) -> str:
+    # Templates print tool schemas and call arguments with `tojson`, meaning plain JSON (as transformers and
+    # llama.cpp render it); Jinja's own filter HTML-escapes <, > and & and would show the model other text.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, **kw)
+
+
 @lru_cache(maxsize=8)
 def _compile(source: str) -> jinja2.Template:
     # HF templates are written for a sandboxed Jinja with these helpers and trimmed blocks.
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader())
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: _dt.datetime.now().strftime(fmt)
+    env.filters["tojson"] = _tojson
     try:
         return env.from_string(source)
     except jinja2.TemplateSyntaxError as e:
         raise TemplateError(f"chat template does not parse: {e}") from e
 
 
+def tools_instruction(tools: Sequence[Mapping[str, Any]]) -> str:
+    """How to call `tools`, for a template that cannot show them itself (the syntax app/server/tools.py parses)."""
+    listed = "\n".join(_tojson(t) for t in tools)
+    return (
+        "You may call functions to answer. To call one, reply with only\n"
+        '<tool_call>\n{"name": "<function name>", "arguments": {<arguments as JSON>}}\n</tool_call>\n'
+        f"The functions:\n{listed}"
+    )
+
+
+def _with_tools(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with the tools described in the system message (added first when there is none)."""
+    out = [dict(m) for m in messages]
+    for m in out:  # calls in the history, written as the model was asked to write them
+        for call in m.pop("tool_calls", None) or ():
+            fn = call.get("function") or call
+            body = _tojson({"name": fn.get("name"), "arguments": fn.get("arguments")})
+            m["content"] = f"{m.get('content') or ''}\n<tool_call>\n{body}\n</tool_call>".lstrip()
+    text = tools_instruction(tools)
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = f"{out[0].get('content') or ''}\n\n{text}".lstrip()
+    else:
+        out.insert(0, {"role": "system", "content": text})
+    return out
+
+
 def render_chat(
     template: str | None,
-    messages: Sequence[dict[str, str]],
+    messages: Sequence[Mapping[str, Any]],
     add_generation_prompt: bool = True,
     bos_token: str = "",
     eos_token: str = "",
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> str:
-    """Render OpenAI-style messages with the model's template, as llama.cpp's server does with --jinja."""
-    tmpl = _compile(template or CHATML)
+    """Render OpenAI-style messages with the model's template, as llama.cpp's server does with --jinja.
+
+    `tools` (OpenAI tool definitions) and `extra` (chat_template_kwargs, e.g. enable_thinking) are template
+    variables; `extra` cannot replace the messages or the special tokens.
+    """
+    source = template or CHATML
+    tmpl = _compile(source)
+    if tools and "tools" not in source:
+        messages = _with_tools(messages, tools)  # llama.cpp's server does the same for templates without tools
     try:
-        return tmpl.render(
+        variables = dict(extra or {})
+        variables.update(
             messages=[dict(m) for m in messages],
             add_generation_prompt=add_generation_prompt,
             bos_token=bos_token,
             eos_token=eos_token,
+            tools=[dict(t) for t in tools] if tools else None,
         )
+        return tmpl.render(variables)
     except TemplateError:
         raise
     except jinja2.TemplateError as e:

@@ -215,6 +215,11 @@ class ExternalSession:
                 "an external llama-server drafts with its draft model (-md) or, where the build has it, its "
                 f"{LOOKUP_SPEC_TYPE} lookup: {what} needs the bundled runtime"
             )
+        wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
+        wanted["chat_template_kwargs"] = bool(request.template_kwargs)
+        if any(wanted.values()):
+            names = ", ".join(k for k, v in wanted.items() if v)
+            raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
         if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
             self._switch_source(spec)
         prompt = self.format_prompt(request)
@@ -306,6 +311,7 @@ class ExternalSession:
             "cache_prompt": request.cache_prompt,
             "stop": list(request.stop),
             **sampling,
+            **({"grammar": request.grammar} if request.grammar is not None else {}),
         }
 
     def _timings(self, final: dict[str, Any] | None, n_prompt: int, n_tokens: int, wall_ms: float) -> Timings:

@@ -14,6 +14,7 @@ import numpy as np
 
 from app.engine.cache import ConversationCache
 from app.engine.chat import TemplateError, TextStream, render_chat
+from app.engine.logprobs import token_logprob
 from app.engine.profile import EngineProfile, profile_from_args, recalibrate_command
 from app.engine.runtime import Capabilities
 from app.engine.types import (
@@ -27,14 +28,17 @@ from app.engine.types import (
     StepEvent,
     TextEvent,
     Timings,
+    TokenLogprob,
 )
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.runtime.device import resolve_flash_attn
+from app.runtime.grammar import Grammar, GrammarError
 from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams
 from app.runtime.llama_mtp import mtp_unavailable_reason
 from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative import registry
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
 from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
@@ -71,6 +75,7 @@ class EngineConfig:
     default_spec: SpecSettings | None = None
     # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
     server_binary: str | None = None
+    chat_template: str | None = None  # a Jinja chat template used instead of the GGUF's own (--chat-template-file)
     # Conversation cache (app/engine/cache.py): host-RAM budget in MiB as llama-server's --cache-ram (None or -1:
     # sized from free memory, 0: off), checkpoints kept per conversation on recurrent/hybrid models, and a folder
     # to persist it in across restarts (the app's; None: RAM only).
@@ -93,9 +98,14 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
         getattr(args, "draft", None),
         profile_from_args(args),
         server_binary=getattr(args, "server_binary", None),
+        chat_template=_read_text(getattr(args, "chat_template_file", None)),
         cache_ram_mib=getattr(args, "cache_ram", None),
         **extra,
     )
+
+
+def _read_text(path: str | None) -> str | None:
+    return Path(path).read_text(encoding="utf-8") if path else None
 
 
 def config_with_profile(model: str, draft: str | None, profile: EngineProfile, **extra: Any) -> EngineConfig:
@@ -167,6 +177,12 @@ def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int, until_context_
     return max_tokens
 
 
+def opens_think(prompt_text: str) -> bool:
+    """Whether a rendered prompt ends inside an open <think> block (the template started the model's reasoning)."""
+    start = prompt_text.rfind("<think>")
+    return start != -1 and start > prompt_text.rfind("</think>") and not prompt_text[start + 7 :].strip()
+
+
 def adds_bos(text: str, add_bos: bool, bos_text: str) -> bool:
     """Whether tokenizing a rendered chat needs the BOS added: not when the template already wrote it."""
     return add_bos and not (bos_text and text.startswith(bos_text))
@@ -190,6 +206,10 @@ class _Run:
     adaptive: AdaptiveLength | None = None
     pool: SourcePool | None = None
     arm: str = "none"  # the pool's choice for the current step
+    grammar: Grammar | None = None  # the output's grammar, advanced by every committed token
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
+    step_logprobs: list[TokenLogprob] | None = None  # the current step's, read from its verify rows
 
 
 def within_vocab(
@@ -354,20 +374,27 @@ class Session:
             self.dd_status += ": " + recalibrate_command(self.config.model, self.config.draft, profile_of(self.config))
         return self.dd_status
 
+    def render_prompt(self, request: GenerationRequest) -> str:
+        """The chat template applied to the request's messages (with its tools and template variables)."""
+        assert request.messages is not None
+        try:
+            return render_chat(
+                self.config.chat_template or self.model.chat_template,
+                request.messages,
+                request.add_generation_prompt,
+                bos_token=self._bos_text,
+                eos_token=self._eos_text,
+                tools=request.tools,
+                extra=request.template_kwargs,
+            )
+        except TemplateError as e:
+            raise InvalidRequest(str(e)) from e
+
     def format_prompt(self, request: GenerationRequest) -> list[int]:
         """Apply the chat template (for messages) and tokenize: exactly the tokens the model will see."""
         vocab = self.model.vocab
         if request.messages is not None:
-            try:
-                text = render_chat(
-                    self.model.chat_template,
-                    request.messages,
-                    request.add_generation_prompt,
-                    bos_token=self._bos_text,
-                    eos_token=self._eos_text,
-                )
-            except TemplateError as e:
-                raise InvalidRequest(str(e)) from e
+            text = self.render_prompt(request)
             return vocab.tokenize(text, add_special=adds_bos(text, vocab.add_bos, self._bos_text), parse_special=True)
         assert request.prompt is not None
         return vocab.tokenize(request.prompt, add_special=True, parse_special=False)
@@ -394,6 +421,31 @@ class Session:
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
         request = replace(request, max_tokens=max_tokens, until_context_end=False)
         settings, record = self._choose_settings(n_prompt, request.speculative)
+        grammar = self._compile_grammar(request.grammar)
+        try:
+            yield from self._generate(request, prompt, settings, record, grammar, cancel)
+        finally:
+            if grammar is not None:
+                grammar.close()
+
+    def _compile_grammar(self, gbnf: str | None) -> Grammar | None:
+        if gbnf is None:
+            return None
+        try:
+            return Grammar(self.model.vocab.ptr, self.model.vocab.n_vocab, gbnf)
+        except GrammarError as e:
+            raise InvalidRequest(str(e)) from e
+
+    def _generate(
+        self,
+        request: GenerationRequest,
+        prompt: list[int],
+        settings: SpecSettings,
+        record: DecisionRecord,
+        grammar: Grammar | None,
+        cancel: threading.Event | None,
+    ) -> Iterator[Event]:
+        n_prompt = len(prompt)
         seed = request.sampling.seed
         run = _Run(
             request=request,
@@ -401,6 +453,7 @@ class Session:
             settings=settings,
             rng=np.random.default_rng(seed),
             stream=TextStream(request.stop),
+            grammar=grammar,
         )
         if settings.source == registry.POOL:
             arms = registry.pool_arms(self.sources)
@@ -424,12 +477,16 @@ class Session:
             token = self._sample(self.ctx.logits(-1), run, prompt)
             if request.collect_margins:
                 run.margins.append(top2_margin(self.ctx.logits(-1)))
+            lps = self._logprobs(run, [token], [-1])
         prompt_ms = (time.perf_counter() - t_prompt) * 1000.0
         n_prefilled = len(self.ctx.tokens) - cache_n  # less than the prompt's rest when cancelled
 
         t_gen = time.perf_counter()
         if prefilled:
-            yield from self._emit(run, [token], n_drafted=0)
+            if request.echo_open_think and request.messages is not None and opens_think(self.render_prompt(request)):
+                run.stream.text = "<think>\n"
+                yield TextEvent("<think>\n", 0, 0)
+            yield from self._emit(run, [token], n_drafted=0, lps=lps)
             uses_draft = run.pool is not None or settings.source == "draft"
             self.cache.checkpoint(prompt, request.cache_prompt, uses_draft)
         else:
@@ -441,8 +498,8 @@ class Session:
             yield from self._step(run)
 
         tail = run.stream.flush()
-        if tail:
-            yield TextEvent(tail, 0, 0)
+        if tail or run.logprobs_pending:
+            yield TextEvent(tail, 0, 0, tuple(run.logprobs_pending))
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
         n_gen = len(run.generated)
         timings = Timings(
@@ -469,15 +526,34 @@ class Session:
                 per_source=self.stats.request_summary(),
                 # One more than the tokens when the run ended on an end token: the row that chose to stop.
                 margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
+                logprobs=tuple(run.logprobs),
                 cache=self.cache.snapshot(),
             )
         )
 
     def _sample(self, logits: np.ndarray, run: _Run, history: Sequence[int]) -> int:
         params = run.request.sampling
+        if run.grammar is not None:
+            try:
+                if params.greedy:
+                    token = constrained_greedy(logits, params, history, run.grammar)
+                else:
+                    token = constrained_draw(logits, params, history, run.grammar, run.rng)
+                run.grammar.accept(token)
+            except GrammarError as e:
+                raise InvalidRequest(f"constrained decoding failed: {e}") from e
+            return token
         if params.greedy:
             return greedy_token(logits, params, history)
         return draw(distribution(logits, params, history), run.rng)
+
+    def _logprobs(self, run: _Run, tokens: Sequence[int], rows: Sequence[int]) -> list[TokenLogprob] | None:
+        """With request.logprobs: each token's entry from the target's row that chose it (before the next decode)."""
+        k = run.request.logprobs
+        if k is None:
+            return None
+        piece = self.model.vocab.piece
+        return [token_logprob(self.ctx.logits(r), t, k, piece) for t, r in zip(tokens, rows, strict=True)]
 
     def _source_for_step(self, run: _Run, history: list[int]) -> tuple[DraftSource | None, int, Draft | None]:
         """The source and depth for this step; with the pool, also a cheap peek's draft it already made."""
@@ -526,7 +602,7 @@ class Session:
             draft.src.rollback(n_kv + 1 + a)
         n_before = len(run.generated)
         self._observe(run, draft, a, verify_ms)
-        yield from self._emit(run, [*draft.tokens[:a], verdict.next_token], n_drafted=a)
+        yield from self._emit(run, [*draft.tokens[:a], verdict.next_token], n_drafted=a, lps=run.step_logprobs)
         yield StepEvent(
             index=run.steps,
             source=draft.source_name,
@@ -575,7 +651,12 @@ class Session:
         except LlamaError as e:
             raise EngineError(f"decode failed: {e}") from e
         params = run.request.sampling
-        if params.greedy:
+        if run.grammar is not None:
+            try:
+                verdict = verify_constrained(ctx.logits, draft_tokens, params, history, run.grammar, run.rng)
+            except GrammarError as e:
+                raise InvalidRequest(f"constrained decoding failed: {e}") from e
+        elif params.greedy:
             targets = [
                 greedy_token(ctx.logits(i), params, history + draft_tokens[:i]) for i in range(len(draft_tokens) + 1)
             ]
@@ -591,6 +672,9 @@ class Session:
             verdict = verify_sampled(target_dist, draft_tokens, draft.dists, run.rng)
         if run.request.collect_margins:
             run.margins.extend(top2_margin(ctx.logits(i)) for i in range(verdict.n_accepted + 1))
+        # Logprobs now: restoring after a rejection may decode again and overwrite these rows.
+        emitted = [*draft_tokens[: verdict.n_accepted], verdict.next_token]
+        run.step_logprobs = self._logprobs(run, emitted, range(verdict.n_accepted + 1))
         return verdict
 
     def _restore_after_rejection(
@@ -643,7 +727,9 @@ class Session:
         self.speculation_disabled_reason = f"speculation turned off: {reason}"
         log.warning("%s: %s", self.model.path.name, self.speculation_disabled_reason)
 
-    def _emit(self, run: _Run, tokens: list[int], n_drafted: int) -> Iterator[Event]:
+    def _emit(
+        self, run: _Run, tokens: list[int], n_drafted: int, lps: list[TokenLogprob] | None = None
+    ) -> Iterator[Event]:
         """Commit tokens in order, stopping at end-of-generation, max_tokens or a stop string."""
         vocab = self.model.vocab
         for i, tok in enumerate(tokens):
@@ -651,9 +737,13 @@ class Session:
                 run.finish = "stop"
                 return
             run.generated.append(tok)
+            if lps is not None:
+                run.logprobs.append(lps[i])
+                run.logprobs_pending.append(lps[i])
             text = run.stream.push(vocab.piece(tok))
             if text:
-                yield TextEvent(text, 1, 1 if i < n_drafted else 0)
+                yield TextEvent(text, 1, 1 if i < n_drafted else 0, tuple(run.logprobs_pending))
+                run.logprobs_pending.clear()
             if run.stream.stopped:
                 run.finish = "stop"
                 return

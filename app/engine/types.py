@@ -9,6 +9,7 @@ from app.runtime.sampling import SamplingParams
 from app.speculative.settings import SpecSettings
 
 FinishReason = Literal["stop", "length", "cancelled"]
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit for top_logprobs
 
 
 class EngineError(RuntimeError):
@@ -36,7 +37,7 @@ class QueueFull(EngineError):
 class GenerationRequest:
     """One generation: chat `messages` (OpenAI-style dicts) through the model's template, or a raw `prompt`."""
 
-    messages: tuple[dict[str, str], ...] | None = None
+    messages: tuple[dict[str, Any], ...] | None = None
     prompt: str | None = None
     max_tokens: int = 256
     sampling: SamplingParams = field(default_factory=SamplingParams)
@@ -49,6 +50,13 @@ class GenerationRequest:
     # chunking, so the same request gives the same logits whatever ran before it; llama.cpp's logits move slightly
     # with how a prompt was split into batches, which can flip a greedy near-tie.
     cache_prompt: bool = True
+    grammar: str | None = None  # GBNF the output must follow (llama.cpp's grammar sampler), also under speculation
+    logprobs: int | None = None  # None: off; k >= 0: each token's logprob and the k most likely alternatives
+    tools: tuple[dict[str, Any], ...] | None = None  # OpenAI tool definitions, handed to the chat template
+    template_kwargs: dict[str, Any] | None = None  # extra chat-template variables (e.g. enable_thinking)
+    # A template that opens the reasoning block in the prompt (".. assistant\n<think>\n"): repeat that tag at the
+    # start of the output, so a reader of the output text sees the whole <think>..</think> block.
+    echo_open_think: bool = False
     # No client limit: generate up to the end of the context window, `max_tokens` then only an upper bound. The
     # engine thread measures the prompt, so admission (429) never waits for the running generation.
     until_context_end: bool = False
@@ -66,8 +74,20 @@ class GenerationRequest:
                     raise InvalidRequest(f"unknown message role {m.get('role')!r}")
                 if not isinstance(m.get("content", ""), str):
                     raise InvalidRequest("message content must be a string")
+        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
+            raise InvalidRequest(f"logprobs: the number of alternatives must be in [0, {MAX_TOP_LOGPROBS}]")
         if len(self.stop) > 8 or any(not s for s in self.stop):
             raise InvalidRequest("stop: at most 8 non-empty strings")
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token as the target scored it: log-softmax of its own logits row (before any sampling knob)."""
+
+    token: int
+    piece: bytes  # the token's bytes (a UTF-8 character may span several tokens)
+    logprob: float
+    top: tuple[tuple[int, bytes, float], ...] = ()  # the most likely tokens of that row: (id, bytes, logprob)
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,7 @@ class TextEvent:
     text: str
     n_tokens: int
     drafted: int = 0
+    logprobs: tuple[TokenLogprob, ...] = ()  # with GenerationRequest.logprobs: the tokens committed since the last
 
 
 @dataclass(frozen=True)
@@ -128,6 +149,7 @@ class GenerationSummary:
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
     # with collect_margins: top-1 minus top-2 logit of the row behind each token (and the end token, after a stop)
     margins: tuple[float, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] = ()  # with GenerationRequest.logprobs: one per token in `tokens`
     cache: dict[str, int] | None = None  # the conversation cache's totals after this request (for /metrics)
 
     def to_dict(self) -> dict[str, Any]:

@@ -404,7 +404,7 @@ class ChatPanel(QWidget):
         if self.highlight.isChecked():
             r.widget.set_text(r.text or "…", r.segments)
         else:
-            r.widget.stream_text(r.text)
+            r.widget.stream_text(r.text, r.segments)
 
     def _on_finished(self) -> None:
         r = self.reply
@@ -424,7 +424,7 @@ class ChatPanel(QWidget):
         if r.widget is not None:
             if saved is not None:
                 r.widget.message = saved
-                r.widget.set_text(saved.content, r.segments if self.highlight.isChecked() else None)
+                r.widget.set_text(saved.content, r.segments if self.highlight.isChecked() else None, r.segments)
                 r.widget.set_stats(saved.stats or {})
             else:
                 r.widget.deleteLater()

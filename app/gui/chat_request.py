@@ -68,6 +68,7 @@ def build_request(conv: Conversation, history: list[Message]) -> GenerationReque
         ),
         speculative=spec_from_settings(s),
         request_id=f"gui-{conv.id}-{int(time.time() * 1000)}",
+        echo_open_think=True,  # a template that opens <think> in the prompt: the reply still shows its thinking
     )
 
 

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.chat_request import format_stats
+from app.gui.reply_parts import ReplyParts, Segment, ThinkingBox, ToolCallsView, split_reply
 from app.gui.store import Message
 
 _CODE_BG = QColor("#f3f3f3")
@@ -154,6 +155,10 @@ class MessageWidget(QFrame):
         lay.setSpacing(2)
         lay.addLayout(head)
         lay.addWidget(self.body)
+        self.tool_calls = ToolCallsView()
+        self.thinking = ThinkingBox()  # collapsed under the answer
+        lay.addWidget(self.tool_calls)
+        lay.addWidget(self.thinking)
         lay.addWidget(self.stats_label)
         self.stats_label.setVisible(False)
         if message is not None:
@@ -161,9 +166,21 @@ class MessageWidget(QFrame):
             if message.stats:
                 self.set_stats(message.stats)
 
-    def stream_text(self, text: str) -> None:
+    def _parts(self, text: str, counts: list[Segment] | None) -> ReplyParts:
+        """The answer, thinking and tool calls of an assistant reply (shown apart); `counts` counts the thinking."""
+        if counts is None and self.message is not None and self.message.stats:
+            counts = [(str(a), int(b), int(c)) for a, b, c in self.message.stats.get("segments") or []] or None
+        parts = split_reply(text, counts)
+        self.thinking.show_parts(parts)
+        self.tool_calls.show_calls(parts.calls)
+        return parts
+
+    def stream_text(self, text: str, counts: list[Segment] | None = None) -> None:
         """Show a growing reply incrementally (see StreamingBody); `set_text` renders the final text as one."""
         self.content = text
+        if self.role == "assistant":
+            parts = self._parts(text, counts)
+            text = parts.content or ("…" if parts.thinking or not parts.reasoning else "")
         if self.live is None:
             self.live = StreamingBody()
             lay = self.layout()
@@ -172,7 +189,10 @@ class MessageWidget(QFrame):
             self.body.setVisible(False)
         self.live.update_text(text)
 
-    def set_text(self, text: str, segments: list[tuple[str, int, int]] | None = None) -> None:
+    def set_text(
+        self, text: str, segments: list[tuple[str, int, int]] | None = None, counts: list[Segment] | None = None
+    ) -> None:
+        """Show `text`; `segments` highlights drafted tokens in the raw reply, `counts` gives thinking its tokens."""
         self.content = text
         if self.live is not None:
             self.live.setParent(None)
@@ -181,8 +201,14 @@ class MessageWidget(QFrame):
             self.body.setVisible(True)
         if segments is not None:
             self.body.render_highlighted(segments)
+            self.thinking.setVisible(False)
+            self.tool_calls.setVisible(False)
         elif self.role == "user":
             self.body.setPlainText(text)  # users type plain text; don't reinterpret their * and _
+        elif self.role == "assistant":
+            parts = self._parts(text, counts)
+            self.body.render_markdown(parts.content)
+            self.body.setVisible(bool(parts.content) or not (parts.reasoning or parts.calls))
         else:
             self.body.render_markdown(text)
 

@@ -29,6 +29,10 @@ def run_serve(args: argparse.Namespace) -> int:
     if not Path(args.model).is_file():
         print(f"dynadraft serve: model not found: {args.model}", file=sys.stderr)
         return 2
+    template = getattr(args, "chat_template_file", None)
+    if template and not Path(template).is_file():
+        print(f"dynadraft serve: chat template not found: {template}", file=sys.stderr)
+        return 2
     try:
         config = config_from_args(
             args, dynamic_draft=not getattr(args, "no_dd", False), dd_force=bool(getattr(args, "dd_force", False))

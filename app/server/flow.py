@@ -69,9 +69,12 @@ class CompletionFlow:
                     yield chunk
                 events: list[TextEvent | DoneEvent] = [] if first is None else [first, *gen.ready()]
                 while True:
-                    text = "".join(e.text for e in events if isinstance(e, TextEvent))
-                    if text:
-                        yield fmt.text(text)
+                    texts = [e for e in events if isinstance(e, TextEvent)]
+                    text = "".join(e.text for e in texts)
+                    logprobs = tuple(lp for e in texts for lp in e.logprobs)
+                    if text or logprobs:
+                        for chunk in fmt.text(text, logprobs):
+                            yield chunk
                     for e in events:
                         if isinstance(e, DoneEvent):
                             for chunk in fmt.closing(e):

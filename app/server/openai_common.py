@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, InvalidRequest
+from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, InvalidRequest, TokenLogprob
 from app.runtime.sampling import SamplingParams
 from app.server.errors import ApiError
 from app.server.schemas import (
@@ -170,7 +170,8 @@ class StreamFormat:
     def opening(self) -> list[str]:
         return []
 
-    def text(self, text: str) -> str:
+    def text(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> list[str]:
+        """The chunks for newly generated text (and, when asked for, its tokens' logprobs)."""
         raise NotImplementedError
 
     def closing(self, done: DoneEvent) -> list[str]:

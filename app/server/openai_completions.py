@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
+from app.engine.types import MAX_TOP_LOGPROBS, DoneEvent, GenerationRequest, GenerationSummary, TokenLogprob
 from app.server.body import parse_body
+from app.server.constraints import completion_grammar
 from app.server.errors import ApiError
 from app.server.flow import CompletionFlow
+from app.server.logprobs import TokenTexts, completion_logprobs
 from app.server.openai_common import (
     StreamFormat,
     build_generation,
@@ -23,6 +27,7 @@ from app.server.openai_common import (
 from app.server.schemas import (
     Completion,
     CompletionChoice,
+    CompletionLogprobs,
     CompletionRequest,
 )
 
@@ -32,8 +37,9 @@ def completion_to_generation(
 ) -> GenerationRequest:
     """Validate a text-completion request and build the engine request (raw prompt, no chat template)."""
     common_refusals(req)
-    if req.logprobs is not None:
-        raise unsupported("logprobs", "logprobs are not supported by this server")
+    if req.logprobs is not None and not 0 <= req.logprobs <= MAX_TOP_LOGPROBS:
+        msg = f"logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {req.logprobs}"
+        raise ApiError(400, msg, code="invalid_request", param="logprobs")
     if req.echo:
         raise unsupported("echo", "echo is not supported")
     if req.best_of is not None and req.best_of != 1:
@@ -50,23 +56,37 @@ def completion_to_generation(
     assert isinstance(prompt, str)
     if not prompt:
         raise ApiError(400, "prompt must not be empty", code="invalid_request", param="prompt")
-    return build_generation(req, request_id, max_tokens, has_draft, prompt=prompt)
+    return build_generation(
+        req,
+        request_id,
+        max_tokens,
+        has_draft,
+        prompt=prompt,
+        grammar=completion_grammar(req),
+        logprobs=req.logprobs,
+    )
 
 
-def completion(summary: GenerationSummary, *, id: str, created: int, model: str) -> Completion:
+def completion(
+    summary: GenerationSummary, *, id: str, created: int, model: str, logprobs: int | None = None
+) -> Completion:
+    lp = None if logprobs is None else completion_logprobs(summary.logprobs, TokenTexts(), with_top=logprobs > 0)
     return Completion(
         id=id,
         created=created,
         model=model,
-        choices=[CompletionChoice(text=summary.text, finish_reason=finish_reason(summary))],
+        choices=[CompletionChoice(text=summary.text, finish_reason=finish_reason(summary), logprobs=lp)],
         usage=usage(summary),
         timings=summary.timings.to_dict(),
         dynamic_draft=summary.dynamic_draft,
     )
 
 
-def completion_chunk(*, id: str, created: int, model: str, text: str) -> Completion:
-    return Completion(id=id, created=created, model=model, choices=[CompletionChoice(text=text, finish_reason=None)])
+def completion_chunk(
+    *, id: str, created: int, model: str, text: str, logprobs: CompletionLogprobs | None = None
+) -> Completion:
+    choice = CompletionChoice(text=text, finish_reason=None, logprobs=logprobs)
+    return Completion(id=id, created=created, model=model, choices=[choice])
 
 
 def completion_final_chunks(
@@ -84,9 +104,18 @@ def completion_final_chunks(
     return [final]
 
 
+@dataclass
 class CompletionFormat(StreamFormat):
-    def text(self, text: str) -> str:
-        return sse(completion_chunk(id=self.id, created=self.created, model=self.model, text=text))
+    logprobs: int | None = None
+
+    def __post_init__(self) -> None:
+        self.texts = TokenTexts()
+
+    def text(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> list[str]:
+        lp = None
+        if self.logprobs is not None:
+            lp = completion_logprobs(logprobs, self.texts, with_top=self.logprobs > 0)
+        return [sse(completion_chunk(id=self.id, created=self.created, model=self.model, text=text, logprobs=lp))]
 
     def closing(self, done: DoneEvent) -> list[str]:
         chunks = completion_final_chunks(
@@ -99,4 +128,6 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         req = await parse_body(request, CompletionRequest, flow.state.max_body_bytes)
-        return await flow.generate(request, req, "cmpl", completion_to_generation, CompletionFormat, completion)
+        fmt = functools.partial(CompletionFormat, logprobs=req.logprobs)
+        to_body = functools.partial(completion, logprobs=req.logprobs)
+        return await flow.generate(request, req, "cmpl", completion_to_generation, fmt, to_body)

@@ -37,6 +37,23 @@ class TextPart(BaseModel):
     text: str | None = None
 
 
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    name: str = Field(min_length=1)
+    arguments: str | dict[str, Any] = "{}"  # OpenAI sends a JSON text; some clients send the object itself
+
+
+class ToolCallIn(BaseModel):
+    """A tool call in an assistant message of the history (as this server or OpenAI returned it)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow")
 
@@ -44,6 +61,38 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+
+
+class FunctionDef(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    name: str = Field(min_length=1)
+
+
+class NamedToolChoice(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class StreamOptions(BaseModel):
@@ -73,10 +122,21 @@ class SpeculativeOptions(BaseModel):
         return value
 
 
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
 class ResponseFormat(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow")
 
     type: str
+    json_schema: JsonSchemaFormat | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")  # llama.cpp's json_object + schema form
 
 
 class _SamplingFields(BaseModel):
@@ -102,6 +162,8 @@ class _SamplingFields(BaseModel):
     user: str | None = None
     speculative: SpeculativeOptions | None = None
     cache_prompt: bool = True  # llama.cpp's field: False re-prefills the whole prompt (reproducible logits)
+    grammar: str | None = None  # llama.cpp's field: a GBNF grammar the output must follow
+    json_schema: dict[str, Any] | None = None  # llama.cpp's field: a JSON schema the output must follow
 
 
 class ChatCompletionRequest(_SamplingFields):
@@ -109,12 +171,14 @@ class ChatCompletionRequest(_SamplingFields):
     max_completion_tokens: int | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
-    tools: list[Any] | None = None
-    tool_choice: Any = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     functions: list[Any] | None = None
     function_call: Any = None
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
+    chat_template_kwargs: dict[str, Any] | None = None  # llama.cpp's field: extra chat-template variables
+    reasoning_format: Literal["auto", "none", "deepseek"] | None = None  # llama.cpp's: "none" keeps <think> inline
 
 
 class CompletionRequest(_SamplingFields):
@@ -149,16 +213,50 @@ class Usage(BaseModel):
     prompt_tokens_details: PromptTokensDetails | None = None
 
 
+class FunctionCallOut(BaseModel):
+    name: str
+    arguments: str
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallOut
+
+
+class ToolCallDelta(BaseModel):
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: FunctionCallOut | None = None
+
+
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class TokenLogprobOut(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChoiceLogprobs(BaseModel):
+    content: list[TokenLogprobOut]
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    reasoning_content: str | None = None
+    tool_calls: list[ToolCallOut] | None = None
 
 
 class ChatChoice(BaseModel):
     index: int = 0
     message: AssistantMessage
     finish_reason: str | None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatCompletion(BaseModel):
@@ -178,13 +276,15 @@ class ChatCompletion(BaseModel):
 class ChunkDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChunkChoice(BaseModel):
     index: int = 0
     delta: ChunkDelta
     finish_reason: str | None = None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatCompletionChunk(BaseModel):
@@ -199,11 +299,20 @@ class ChatCompletionChunk(BaseModel):
     dynamic_draft: dict[str, Any] | None = None
 
 
+class CompletionLogprobs(BaseModel):
+    """The legacy completions form: parallel lists per token."""
+
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]] | None
+    text_offset: list[int]
+
+
 class CompletionChoice(BaseModel):
     index: int = 0
     text: str
     finish_reason: str | None
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = None
 
 
 class Completion(BaseModel):

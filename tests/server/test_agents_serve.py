@@ -1,0 +1,173 @@
+"""Tool calls and thinking through `dynadraft serve` and the `openai` client, where the chat template matters.
+
+Tool calls run on Qwen2.5-Coder-0.5B, whose own template renders the tools; thinking runs SmolLM2 under a small
+reasoning template (`--chat-template-file`) that opens a <think> block in the prompt, as Qwen3-style templates do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from app.models.packaged import ensure_model
+
+THINK_TEMPLATE = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\\n\\n</think>\\n\\n' }}"
+    "{% else %}{{ '<think>\\n' }}{% endif %}{% endif %}"
+)
+# The real model's sampled text, shaped like a reasoning model's answer: thoughts, the closing tag, the answer.
+THINK_SHAPE = 'root ::= [a-z ]{4,40} "\\n</think>\\n\\n" [A-Za-z] [A-Za-z ,.!]{3,40}'
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+ASK_WEATHER = [{"role": "user", "content": "What is the weather in Paris right now?"}]
+
+
+def _serve(*args: str) -> Iterator[tuple[openai.OpenAI, str]]:
+    cmd = [sys.executable, "-m", "app", "serve", "--port", "0", "--threads", "1", "--ctx-size", "2048", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"(http://127\.0\.0\.1:\d+/v1) \(model ([^)]+)\)", line)
+        assert match, line
+        with openai.OpenAI(base_url=match.group(1), api_key="x", max_retries=0, timeout=180) as client:
+            yield client, match.group(2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def qwen() -> Iterator[tuple[openai.OpenAI, str]]:
+    yield from _serve("--model", str(ensure_model("qwen2.5-coder-0.5b")))
+
+
+@pytest.fixture(scope="module")
+def thinker(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path) -> Iterator[tuple[openai.OpenAI, str]]:
+    template = tmp_path_factory.mktemp("template") / "think.jinja"
+    template.write_text(THINK_TEMPLATE)
+    yield from _serve("--model", str(smollm2_path), "--chat-template-file", str(template))
+
+
+def test_tool_call_round_trip(qwen: tuple[openai.OpenAI, str]) -> None:
+    client, model = qwen
+    messages: list[Any] = list(ASK_WEATHER)
+    first = client.chat.completions.create(
+        model=model, messages=messages, tools=[WEATHER], max_tokens=60, temperature=0
+    )  # type: ignore[arg-type, list-item]
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls", choice.message.content
+    (call,) = choice.message.tool_calls or []
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    assert not choice.message.content
+    messages.append(choice.message.model_dump(exclude_none=True))
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temp_c": 18, "sky": "cloudy"})})
+    final = client.chat.completions.create(
+        model=model, messages=messages, tools=[WEATHER], max_tokens=40, temperature=0
+    )  # type: ignore[arg-type]
+    assert final.choices[0].finish_reason in ("stop", "length")
+    assert final.choices[0].message.content
+    # The tools and the tool result reached the model through its own template.
+    plain = client.chat.completions.create(model=model, messages=ASK_WEATHER, max_tokens=1, temperature=0)  # type: ignore[arg-type]
+    assert first.usage and plain.usage and final.usage
+    assert first.usage.prompt_tokens > plain.usage.prompt_tokens + 50
+    assert final.usage.prompt_tokens > first.usage.prompt_tokens + first.usage.completion_tokens
+
+
+def test_tool_call_streamed_as_deltas_and_tool_choice_none(qwen: tuple[openai.OpenAI, str]) -> None:
+    client, model = qwen
+    stream = client.chat.completions.create(
+        model=model,
+        messages=ASK_WEATHER,  # type: ignore[arg-type]
+        tools=[WEATHER],  # type: ignore[list-item]
+        max_tokens=60,
+        temperature=0,
+        stream=True,
+        extra_body={"speculative": {"source": "lookup"}},
+    )
+    deltas, reasons, content = [], [], ""
+    for chunk in stream:
+        for c in chunk.choices:
+            deltas += c.delta.tool_calls or []
+            content += c.delta.content or ""
+            if c.finish_reason:
+                reasons.append(c.finish_reason)
+    assert reasons == ["tool_calls"] and not content
+    assert [d.index for d in deltas] == [0] and deltas[0].id and deltas[0].function
+    assert deltas[0].function.name == "get_weather" and json.loads(deltas[0].function.arguments or "") == {
+        "city": "Paris"
+    }
+    off = client.chat.completions.create(
+        model=model,
+        messages=ASK_WEATHER,
+        tools=[WEATHER],
+        tool_choice="none",
+        max_tokens=20,
+        temperature=0,  # type: ignore[arg-type, list-item]
+    )
+    assert off.choices[0].message.tool_calls is None and off.choices[0].finish_reason != "tool_calls"
+
+
+def test_thinking_split_from_the_answer(thinker: tuple[openai.OpenAI, str]) -> None:
+    client, model = thinker
+    ask: Any = [{"role": "user", "content": "Is the sea blue?"}]
+    body = {"grammar": THINK_SHAPE}
+    resp = client.chat.completions.create(model=model, messages=ask, max_tokens=60, temperature=0, extra_body=body)
+    msg = resp.choices[0].message
+    reasoning = (msg.model_extra or {}).get("reasoning_content")
+    assert reasoning and re.fullmatch(r"[a-z ]{4,40}", reasoning), reasoning
+    assert msg.content and re.fullmatch(r"[A-Za-z][A-Za-z ,.!]{3,40}", msg.content), msg.content
+    assert "<think>" not in msg.content and "</think>" not in msg.content
+
+    stream = client.chat.completions.create(
+        model=model, messages=ask, max_tokens=60, temperature=0, extra_body=body, stream=True
+    )
+    parts = {"reasoning_content": "", "content": ""}
+    for chunk in stream:
+        for c in chunk.choices:
+            delta = c.delta.model_dump()
+            for key in parts:
+                parts[key] += delta.get(key) or ""
+    assert parts == {"reasoning_content": reasoning, "content": msg.content}
+
+    raw = client.chat.completions.create(
+        model=model, messages=ask, max_tokens=60, temperature=0, extra_body={**body, "reasoning_format": "none"}
+    )
+    assert raw.choices[0].message.content == f"{reasoning}\n</think>\n\n{msg.content}"  # as generated
+
+
+def test_chat_template_kwargs_reach_the_template(thinker: tuple[openai.OpenAI, str]) -> None:
+    client, model = thinker
+    ask: Any = [{"role": "user", "content": "Is the sea blue?"}]
+    resp = client.chat.completions.create(
+        model=model,
+        messages=ask,
+        max_tokens=8,
+        temperature=0,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    )
+    msg = resp.choices[0].message
+    assert msg.content and not (msg.model_extra or {}).get("reasoning_content")
+    thinking = client.chat.completions.create(model=model, messages=ask, max_tokens=1, temperature=0)
+    assert resp.usage and thinking.usage and resp.usage.prompt_tokens > thinking.usage.prompt_tokens
