@@ -487,7 +487,7 @@ class Session:
                 run.stream.text = "<think>\n"
                 yield TextEvent("<think>\n", 0, 0)
             yield from self._emit(run, [token], n_drafted=0, lps=lps)
-            uses_draft = run.pool is not None or settings.source == "draft"
+            uses_draft = run.pool is not None or registry.needs_draft_model(settings.source)
             self.cache.checkpoint(prompt, request.cache_prompt, uses_draft)
         else:
             run.finish = "cancelled"
