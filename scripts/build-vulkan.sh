@@ -13,6 +13,7 @@
 #     source list given to that command only; the system's sources are not changed) and unpacks them with `dpkg -x`
 #     into a side folder ($DYNADRAFT_VK_SIDE, default ~/.cache/dynadraft-vulkan-headers). Only headers and CMake
 #     files are used from it; the loader library linked and loaded at run time stays the system's libvulkan1.
+#     DYNADRAFT_VK_TOOLCHAIN_ONLY=1 stops here (bench/gpu/build-bundle.sh then builds its own libraries).
 #  3. Builds the wheel with the same CPU flags as scripts/setup.sh (GGML_NATIVE=OFF: -march=native died with SIGILL
 #     on AMX here) plus -DGGML_VULKAN=ON and the side folder's include/CMake paths, into the same cache folder that
 #     `DYNADRAFT_LLAMA_BACKEND=vulkan DYNADRAFT_VULKAN_CMAKE_ARGS=... scripts/setup.sh` would use
@@ -57,6 +58,7 @@ if [ ! -f "$SIDE/usr/include/vulkan/vulkan.hpp" ] || [ ! -d "$SIDE/usr/share/cma
 fi
 grep -q LayerSettingEXT "$SIDE/usr/include/vulkan/vulkan.hpp" "$SIDE"/usr/include/vulkan/vulkan_structs.hpp 2>/dev/null \
   || { echo "[build-vulkan] $SIDE has no vk::LayerSettingEXT; headers too old?" >&2; exit 1; }
+[ "${DYNADRAFT_VK_TOOLCHAIN_ONLY:-0}" != 1 ] || exit 0
 
 # 3. the wheel (flags and cache key exactly as scripts/setup.sh computes them for BACKEND=vulkan)
 export DYNADRAFT_VULKAN_CMAKE_ARGS="-DVulkan_INCLUDE_DIR=$SIDE/usr/include -DSPIRV-Headers_DIR=$SIDE/usr/share/cmake/SPIRV-Headers"
