@@ -1,0 +1,108 @@
+"""The content-class detector on labelled prompts, through the same templated text the engine classifies."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+
+from app.policy.content_class import CONTENT_CLASSES, classify, content_class, last_user_text
+
+_CORPUS = resources.files("app.calibration") / "corpus"
+CODE_BLOCK = (_CORPUS / "code.txt").read_text(encoding="utf-8")[:1800]
+PROSE_BLOCK = (_CORPUS / "prose.txt").read_text(encoding="utf-8")[:1800]
+MINUTES = (_CORPUS / "structured.txt").read_text(encoding="utf-8")[:1500]
+
+
+def _chat(user: str, system: str = "You are a helpful assistant.") -> str:
+    """A ChatML-templated prompt, as Qwen's template renders one system + one user turn."""
+    return f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+
+
+# (user message, expected class, why it is here)
+LABELLED: list[tuple[str, str, str]] = [
+    ("Hi! How are you today?", "chat", "small talk"),
+    ("Explain in a few paragraphs why the sky is blue.", "chat", "explanation"),
+    ("What are the pros and cons of living in a big city?", "chat", "opinion"),
+    ("Explain what JSON is and why web APIs use it.", "chat", "mentions JSON, asks for prose"),
+    (PROSE_BLOCK + "\n\nSummarise the text above in three sentences.", "chat", "long block, summary is fresh prose"),
+    ("Write a short story about a class trip to the seaside.", "chat", "'write' + 'class' but a story"),
+    ("Let me know when you return from the trip; we can import the photos then.", "chat", "code-like words"),
+    ("Write a Python function that merges two sorted lists.", "code", "code-writing instruction"),
+    ("Implement a binary search tree with insert and search in Rust.", "code", "code-writing instruction"),
+    ("How do I parse JSON in Python?", "code", "JSON mentioned, no JSON output; 'parse' question"),
+    ("Why does this fail?\n```python\nprint(undefined_name)\n```", "code", "short fenced code, no edit"),
+    (CODE_BLOCK + "\n\nWrite pytest unit tests for the code above.", "code", "fresh code about a block"),
+    ("const x = () => { return 1; };\nconsole.log( x() );", "code", "bare code, no fence"),
+    (CODE_BLOCK + "\n\nRename the class `Inventory` to `Warehouse` and return the full file.", "copy_edit", "rename"),
+    (PROSE_BLOCK + "\n\nCorrect any typos in the text above and return it in full.", "copy_edit", "proofread"),
+    ("Fix the bug in this function and give me the whole updated code:\n" + CODE_BLOCK, "copy_edit", "before"),
+    (CODE_BLOCK + "\n\nAdd type hints to every function above.", "copy_edit", "add type hints"),
+    (PROSE_BLOCK + "\n\nTranslate the text above into French.", "copy_edit", "translate a block"),
+    (PROSE_BLOCK + "\n\nQuote the sentence that mentions the logbooks, word for word.", "copy_edit", "quote"),
+    (
+        '{"name": "demo", "version": "1.0.0", "dependencies": {"left-pad": "^1.3.0"}, "scripts": {"test": "jest"}, '
+        '"license": "MIT", "author": "Ada Example <ada@example.org>", "repository": "https://example.org/demo.git", '
+        '"keywords": ["demo", "manifest", "example"], "description": "A small demo package used to show how a manifest can be edited without '
+        'losing any of its fields or their order; nothing here matters beyond the shape."}\n\nAdd a dependency on '
+        "lodash to this package.json and return the whole file.",
+        "copy_edit",
+        "JSON block, but a reproduction",
+    ),
+    (
+        MINUTES + "\n\nExtract every person mentioned above and return them as a JSON array of names.",
+        "structured",
+        "extract as JSON",
+    ),
+    ("List three fruits with their colours. Respond only with JSON.", "structured", "JSON-only answer"),
+    ("Give me a JSON object with keys name, age and city for a fictional person.", "structured", "JSON object"),
+    (
+        "Describe the weather in Paris as an object matching the following schema: "
+        '{"type": "object", "properties": {"temp": {"type": "number"}}}',
+        "structured",
+        "schema",
+    ),
+    ("Convert this list to valid JSON: apples 3, pears 5, plums 12", "structured", "valid JSON"),
+    ("Fix this sentence: me and him goes to school.", "chat", "an edit, but no block worth reusing"),
+]
+
+
+def test_the_class_strings_are_the_four_named_ones() -> None:
+    assert CONTENT_CLASSES == ("chat", "code", "copy_edit", "structured")
+
+
+@pytest.mark.parametrize(("user", "expected", "why"), LABELLED, ids=[w for _, _, w in LABELLED])
+def test_labelled_prompt(user: str, expected: str, why: str) -> None:
+    text = _chat(user)
+    assert content_class(text, user) == expected, classify(text, user)
+    # The raw (untemplated) prompt gives the same class: nothing depends on one template's tags.
+    assert content_class(user) == expected, classify(user)
+
+
+def test_the_table_covers_every_class_several_times() -> None:
+    counts = {c: sum(1 for _, e, _ in LABELLED if e == c) for c in CONTENT_CLASSES}
+    assert len(LABELLED) >= 24 and min(counts.values()) >= 4, counts
+
+
+def test_a_constrained_request_is_structured_whatever_it_says() -> None:
+    assert classify(_chat("Hi!"), "Hi!", structured_request=True) == ("structured", "request_constrained")
+
+
+def test_an_edit_asked_in_a_later_turn_about_an_earlier_block() -> None:
+    text = _chat(CODE_BLOCK) + "Sure.<|im_end|>\n<|im_start|>user\nNow rename `sku` to `code` everywhere.<|im_end|>"
+    msgs = ({"role": "user", "content": CODE_BLOCK}, {"role": "assistant", "content": "Sure."},
+            {"role": "user", "content": "Now rename `sku` to `code` everywhere."})  # fmt: skip
+    assert content_class(text, last_user_text(msgs, None)) == "copy_edit"
+
+
+def test_an_instruction_before_a_long_block_is_read() -> None:
+    block = "\n".join(f"line {i}: the quick brown fox jumps over the lazy dog" for i in range(800))  # ~40k chars
+    user = "Correct the spelling in the following and return it in full:\n" + block
+    assert classify(_chat(user), user) == ("copy_edit", "edit_instruction")
+
+
+def test_last_user_text() -> None:
+    assert last_user_text(None, "raw") == "raw"
+    msgs = ({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"})
+    assert last_user_text(msgs, None) == "a"
+    assert last_user_text(({"role": "system", "content": "s"},), None) is None
