@@ -297,16 +297,9 @@ def _copy_edit_prompt() -> str:
 def record(
     out: str, max_tokens: int, prompts: list[str], calib_contexts: list[int], threads: int = 0, flash_attn: str = "off"
 ) -> None:
-    import numpy as np
-
     from app.calibration.runner import build_messages, corpus_text
     from app.engine.session import EngineConfig, Session
-    from app.engine.types import DoneEvent, GenerationRequest, StepEvent
     from app.models.packaged import ensure_model
-    from app.runtime.llama import Context, common_prefix
-    from app.runtime.sampling import SamplingParams
-    from app.speculative.settings import PLAIN
-    from app.speculative.sources import PromptLookupSource
 
     target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
     s = Session(
@@ -320,7 +313,6 @@ def record(
             dynamic_draft=False,
         )
     )
-    dctx: Context = s.sources["draft"].ctx  # type: ignore[attr-defined]
     jobs = []
     for name in prompts:
         text = PROMPTS.get(name) or _copy_edit_prompt()
@@ -330,109 +322,129 @@ def record(
         msgs, _ = build_messages(s, c, corpus)
         jobs.append((f"calib-{c}", msgs))
     result = {"model": target.name, "draft": draft.name, "max_tokens": max_tokens, "traces": []}
-    greedy = SamplingParams(temperature=0.0)
     for name, msgs in jobs:
-        t0 = time.perf_counter()
-        prompt = s.format_prompt(GenerationRequest(messages=msgs))
-        # 1. the target's own greedy output: plain decoding, one token a step (speculative runs may leave it at a
-        #    near-tie, because llama.cpp's logits shift slightly with the verify batch size)
-        req = GenerationRequest(messages=msgs, max_tokens=max_tokens, sampling=greedy, speculative=PLAIN)
-        done = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
-        output = list(done.tokens)
-        # 2. the draft model, teacher-forced on prompt + output: its top-1 and probability at every position
-        dctx.clear()
-        dctx.prefill(prompt)
-        rows = [dctx.logits(-1)]
-        if len(output) > 1:
-            for i in range(0, len(output) - 1, 256):
-                chunk = output[i : min(i + 256, len(output) - 1)]
-                dctx.decode(chunk, logits_from=0)
-                rows += [dctx.logits(j) for j in range(len(chunk))]
-        match, conf, top = [], [], []
-        for k, lg in enumerate(rows):
-            z = lg.astype(np.float64)
-            t = int(np.argmax(z))
-            p = 1.0 / float(np.exp(z - z[t]).sum())
-            top.append(t)
-            match.append(t == output[k])
-            conf.append(round(p, 4))
-        # 3. after a wrong draft token, the draft's own continuation (its probabilities decide where p_min stops it)
-        off: dict[str, list[float]] = {}
-        for k in range(1, len(output)):
-            if match[k]:
-                continue
-            hist = prompt + output[:k]
-            keep = min(common_prefix(dctx.tokens, hist), len(hist))
-            if not dctx.truncate(keep):
-                dctx.clear()
-            if len(dctx.tokens) < len(hist):
-                dctx.prefill(hist[len(dctx.tokens) :])
-            dctx.decode([top[k]])
-            probs = []
-            for _ in range(15):
-                z = dctx.logits(-1).astype(np.float64)
-                t = int(np.argmax(z))
-                p = 1.0 / float(np.exp(z - z[t]).sum())
-                probs.append(round(p, 4))
-                if p < 0.25:
-                    break
-                dctx.decode([t])
-            off[str(k)] = probs
-        # 4. prompt lookup from the correct history at every position
-        look = []
-        src = PromptLookupSource()
-        for k in range(len(output)):
-            d = src.propose(prompt + output[:k], 16, 0, 0.0, greedy, np.random.default_rng(0))
-            m = 0
-            while m < len(d.tokens) and k + m < len(output) and d.tokens[m] == output[k + m]:
-                m += 1
-            look.append([len(d.tokens), m])
-        dctx.clear()
-        # 5. measured engine runs on this machine (for --validate): tok/s and every step
-        measured = []
-        for st in (PLAIN, SpecSettings("draft", 2), SpecSettings("draft", 4, 0, 0.5), SpecSettings("lookup", 8)):
-            req = GenerationRequest(messages=msgs, max_tokens=max_tokens, sampling=greedy, speculative=st)
-            steps, summ = [], None
-            for ev in s.generate(req):
-                if isinstance(ev, StepEvent):
-                    steps.append([ev.source, ev.drafted, ev.accepted, round(ev.draft_ms, 2), round(ev.verify_ms, 2)])
-                elif isinstance(ev, DoneEvent):
-                    summ = ev.summary
-            toks = list(summ.tokens)
-            diverged = next((i for i, (x, y) in enumerate(zip(toks, output, strict=False)) if x != y), None)
-            if diverged is None and len(toks) != len(output):
-                diverged = min(len(toks), len(output))
-            measured.append(
-                {
-                    "setting": st.to_dict(),
-                    "label": st.label(),
-                    "diverged_at": diverged,  # None: the same tokens as the recorded plain output
-                    "tok_s": summ.timings.predicted_per_second,
-                    "predicted_ms": summ.timings.predicted_ms,
-                    "steps": steps,
-                }
-            )
-        result["traces"].append(
-            {
-                "name": name,
-                "prompt_tokens": len(prompt),
-                "output": output,
-                "draft_match": match,
-                "draft_conf": conf,
-                "draft_off_conf": off,
-                "lookup": look,
-                "measured": measured,
-            }
-        )
-        print(
-            f"{name}: {len(prompt)} prompt tokens, {len(output)} generated, draft top-1 match "
-            f"{sum(match) / len(match):.2f}, lookup hits {sum(1 for p, m in look if m):d}; "
-            + ", ".join(f"{m['label']} {m['tok_s']:.1f} tok/s" for m in measured)
-            + f" ({time.perf_counter() - t0:.0f}s)",
-            flush=True,
-        )
+        trace = record_trace(s, name, msgs, max_tokens)
+        result["traces"].append(trace)
         Path(out).write_text(json.dumps(result))
     s.close()
+
+
+def record_trace(s, name: str, msgs, max_tokens: int, measure: bool = True) -> dict:
+    """One prompt's trace on a loaded Session with a draft model: the target's greedy output and, at each position,
+    what each source would propose (see the module docstring); with `measure`, also real engine runs of a few
+    settings (for --validate)."""
+    import numpy as np
+
+    from app.engine.types import DoneEvent, GenerationRequest, StepEvent
+    from app.runtime.llama import Context, common_prefix
+    from app.runtime.sampling import SamplingParams
+    from app.speculative.settings import PLAIN
+    from app.speculative.sources import PromptLookupSource
+
+    dctx: Context = s.sources["draft"].ctx  # type: ignore[attr-defined]
+    greedy = SamplingParams(temperature=0.0)
+    t0 = time.perf_counter()
+    prompt = s.format_prompt(GenerationRequest(messages=msgs))
+    # 1. the target's own greedy output: plain decoding, one token a step (speculative runs may leave it at a
+    #    near-tie, because llama.cpp's logits shift slightly with the verify batch size)
+    req = GenerationRequest(messages=msgs, max_tokens=max_tokens, sampling=greedy, speculative=PLAIN)
+    done = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
+    output = list(done.tokens)
+    # 2. the draft model, teacher-forced on prompt + output: its top-1 and probability at every position
+    dctx.clear()
+    dctx.prefill(prompt)
+    rows = [dctx.logits(-1)]
+    if len(output) > 1:
+        for i in range(0, len(output) - 1, 256):
+            chunk = output[i : min(i + 256, len(output) - 1)]
+            dctx.decode(chunk, logits_from=0)
+            rows += [dctx.logits(j) for j in range(len(chunk))]
+    match, conf, top = [], [], []
+    for k, lg in enumerate(rows):
+        z = lg.astype(np.float64)
+        t = int(np.argmax(z))
+        p = 1.0 / float(np.exp(z - z[t]).sum())
+        top.append(t)
+        match.append(t == output[k])
+        conf.append(round(p, 4))
+    # 3. after a wrong draft token, the draft's own continuation (its probabilities decide where p_min stops it)
+    off: dict[str, list[float]] = {}
+    for k in range(1, len(output)):
+        if match[k]:
+            continue
+        hist = prompt + output[:k]
+        keep = min(common_prefix(dctx.tokens, hist), len(hist))
+        if not dctx.truncate(keep):
+            dctx.clear()
+        if len(dctx.tokens) < len(hist):
+            dctx.prefill(hist[len(dctx.tokens) :])
+        dctx.decode([top[k]])
+        probs = []
+        for _ in range(15):
+            z = dctx.logits(-1).astype(np.float64)
+            t = int(np.argmax(z))
+            p = 1.0 / float(np.exp(z - z[t]).sum())
+            probs.append(round(p, 4))
+            if p < 0.25:
+                break
+            dctx.decode([t])
+        off[str(k)] = probs
+    # 4. prompt lookup from the correct history at every position
+    look = []
+    src = PromptLookupSource()
+    for k in range(len(output)):
+        d = src.propose(prompt + output[:k], 16, 0, 0.0, greedy, np.random.default_rng(0))
+        m = 0
+        while m < len(d.tokens) and k + m < len(output) and d.tokens[m] == output[k + m]:
+            m += 1
+        look.append([len(d.tokens), m])
+    dctx.clear()
+    # 5. measured engine runs on this machine (for --validate): tok/s and every step
+    measured = []
+    for st in (
+        ()
+        if not measure
+        else (PLAIN, SpecSettings("draft", 2), SpecSettings("draft", 4, 0, 0.5), SpecSettings("lookup", 8))
+    ):
+        req = GenerationRequest(messages=msgs, max_tokens=max_tokens, sampling=greedy, speculative=st)
+        steps, summ = [], None
+        for ev in s.generate(req):
+            if isinstance(ev, StepEvent):
+                steps.append([ev.source, ev.drafted, ev.accepted, round(ev.draft_ms, 2), round(ev.verify_ms, 2)])
+            elif isinstance(ev, DoneEvent):
+                summ = ev.summary
+        toks = list(summ.tokens)
+        diverged = next((i for i, (x, y) in enumerate(zip(toks, output, strict=False)) if x != y), None)
+        if diverged is None and len(toks) != len(output):
+            diverged = min(len(toks), len(output))
+        measured.append(
+            {
+                "setting": st.to_dict(),
+                "label": st.label(),
+                "diverged_at": diverged,  # None: the same tokens as the recorded plain output
+                "tok_s": summ.timings.predicted_per_second,
+                "predicted_ms": summ.timings.predicted_ms,
+                "steps": steps,
+            }
+        )
+    trace = {
+        "name": name,
+        "prompt_tokens": len(prompt),
+        "output": output,
+        "draft_match": match,
+        "draft_conf": conf,
+        "draft_off_conf": off,
+        "lookup": look,
+        "measured": measured,
+    }
+    print(
+        f"{name}: {len(prompt)} prompt tokens, {len(output)} generated, draft top-1 match "
+        f"{sum(match) / len(match):.2f}, lookup hits {sum(1 for p, m in look if m):d}; "
+        + ", ".join(f"{m['label']} {m['tok_s']:.1f} tok/s" for m in measured)
+        + f" ({time.perf_counter() - t0:.0f}s)",
+        flush=True,
+    )
+    return trace
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -17,10 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
+from app.calibration.classes import GENERAL_INSTRUCTION, general_corpus
 from app.engine.external import ExternalSession
 from app.engine.runtime import Runtime
 from app.engine.session import Session
@@ -34,7 +34,7 @@ from app.speculative.exactness import compare_outputs
 from app.speculative.settings import PLAIN, SpecSettings
 
 FIXED_BASELINE = SpecSettings(source="draft", n_max=2, p_min=0.0)  # the seed's fixed "n2,p0.0"
-INSTRUCTION = "\n\nSummarise the document above in a few detailed paragraphs, then list its main points."
+INSTRUCTION = GENERAL_INSTRUCTION
 
 
 class CalibrationCancelled(Exception):
@@ -125,10 +125,8 @@ def plan_for(n_ctx: int, grid: tuple[SpecSettings, ...], mode: str, budget_min: 
 
 
 def corpus_text() -> str:
-    """The shipped calibration corpus: prose and code, joined so one document mixes both (like real chats)."""
-    root = resources.files("app.calibration") / "corpus"
-    parts = [(root / name).read_text(encoding="utf-8") for name in ("prose.txt", "code.txt")]
-    return "\n\n".join(parts)
+    """The shipped context-only corpus: prose and code, joined so one document mixes both (like real chats)."""
+    return general_corpus()
 
 
 MIN_CORPUS_CHARS = 200
@@ -145,16 +143,23 @@ def check_corpus(text: str) -> str:
     return text
 
 
-def build_messages(session: Session, target_tokens: int, corpus: str) -> tuple[tuple[dict[str, str], ...], int]:
-    """Messages whose templated prompt has (as nearly as tokenization allows) `target_tokens` tokens.
+def build_messages(
+    session: Session, target_tokens: int, corpus: str, instruction: str = INSTRUCTION
+) -> tuple[tuple[dict[str, str], ...], int]:
+    """Messages whose templated prompt has (as nearly as tokenization allows) `target_tokens` tokens: the corpus
+    cut to length, then `instruction`.
 
     Longer prompts extend the same document, so consecutive contexts share their prefix in the KV cache.
     """
-    return build_messages_with(session.model.vocab, session.format_prompt, target_tokens, corpus)
+    return build_messages_with(session.model.vocab, session.format_prompt, target_tokens, corpus, instruction)
 
 
 def build_messages_with(
-    vocab: Any, format_prompt: Callable[[GenerationRequest], list[int]], target_tokens: int, corpus: str
+    vocab: Any,
+    format_prompt: Callable[[GenerationRequest], list[int]],
+    target_tokens: int,
+    corpus: str,
+    instruction: str = INSTRUCTION,
 ) -> tuple[tuple[dict[str, str], ...], int]:
     """build_messages for any runtime: `vocab` tokenizes and detokenizes, `format_prompt` counts the final prompt."""
     doc = vocab.tokenize(corpus, add_special=False, parse_special=False)
@@ -162,7 +167,7 @@ def build_messages_with(
         doc = doc + doc
 
     def make(n: int) -> tuple[tuple[dict[str, str], ...], int]:
-        msgs = ({"role": "user", "content": vocab.detokenize(doc[:n]) + INSTRUCTION},)
+        msgs = ({"role": "user", "content": vocab.detokenize(doc[:n]) + instruction},)
         return msgs, len(format_prompt(GenerationRequest(messages=msgs)))
 
     overhead = make(1)[1] - 1

@@ -11,11 +11,12 @@ How the engine uses it:
    per prompt-token segment, the setting to run and a record template, so a decision is a bisect and a few reads.
 2. After tokenizing each request (the final, templated prompt), call::
 
-       settings, record = policy.decide(prompt_tokens, request_override, caps)
+       settings, record = policy.decide(prompt_tokens, request_override, caps, content_class=cls)
 
    ``request_override`` is the request's ``speculative.*`` fields (None if it had none); ``caps`` is the engine's
-   draft allocation (``DraftCaps``). Run generation with ``settings``; put ``record.to_dict()`` in the response
-   metadata. ``settings`` always respects ``caps``.
+   draft allocation (``DraftCaps``); ``content_class`` the request's class (app.policy.content_class, decided
+   once per request from the templated prompt; None decides on the context-only frontier). Run generation with
+   ``settings``; put ``record.to_dict()`` in the response metadata. ``settings`` always respects ``caps``.
 3. ``policy.with_options(enabled=..., force=...)`` gives a policy sharing the precomputed plans, for UI toggles.
 
 Decision reasons (``DecisionRecord.reason``; ``applied`` says whether DD's choice is what runs):
@@ -35,6 +36,15 @@ Decision reasons (``DecisionRecord.reason``; ``applied`` says whether DD's choic
 * ``disabled``: DD is switched off; the request's fields (if any) or the engine default run, clamped to caps.
 
 ``record.capped`` is also set whenever caps changed what would otherwise have run (e.g. a clamped override).
+
+Content classes (``record.class_basis`` says which frontier decided):
+
+* ``class_row``: the request's class has calibrated rows for this prompt length; its own frontier decided (with
+  the reasons above, against the same best static setting).
+* ``class_fallback``: the class has no evidence in this range (not calibrated for that class, or not at this
+  length): the context-only frontier decided, exactly as for a request without a class.
+* ``context_only``: no class was given.
+* ``not_applied``: DD's table did not decide (override, disabled, no or stale table).
 """
 
 from __future__ import annotations
@@ -44,8 +54,9 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from app.policy.content_class import CONTENT_CLASSES
 from app.policy.fingerprint import Fingerprint
-from app.policy.frontier import DEFAULT_MIN_GAIN, RangeChoice, StaticChoice, frontier_choices
+from app.policy.frontier import DEFAULT_MIN_GAIN, RangeChoice, StaticChoice, class_choices, frontier_choices
 from app.policy.table import FrontierTable, normalize
 from app.speculative.registry import needs_draft_model
 from app.speculative.settings import PLAIN, SpecSettings
@@ -64,6 +75,8 @@ Reason = Literal[
     "disabled",
     "out_of_range",
 ]
+ClassBasis = Literal["class_row", "class_fallback", "context_only", "not_applied"]
+CLASS_BASES: tuple[str, ...] = ("class_row", "class_fallback", "context_only", "not_applied")
 REASONS: tuple[str, ...] = (
     "table_row",
     "fallback_static",
@@ -124,7 +137,9 @@ class DecisionRecord:
     decided on; selected: the settings that run; decision_us: perf_counter_ns time of the decision itself
     (lookup, not building this record); table_id / ctx_lo / ctx_hi: the table and calibrated range [lo, hi) whose
     choice was used (None when none was); static_fallback: the selection is the table's best static setting;
-    capped: the caps changed what would otherwise have run.
+    capped: the caps changed what would otherwise have run. content_class: the request's class (None when none
+    was given); class_basis: which frontier decided (module docstring); class_cue: what made the detector pick
+    the class (app.policy.content_class.Cue), when the caller passed it.
     """
 
     applied: bool
@@ -137,6 +152,9 @@ class DecisionRecord:
     ctx_hi: int | None = None
     static_fallback: bool = False
     capped: bool = False
+    content_class: str | None = None
+    class_basis: ClassBasis = "context_only"
+    class_cue: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -151,10 +169,15 @@ class DecisionRecord:
             "ctx_hi": self.ctx_hi,
             "static_fallback": self.static_fallback,
             "capped": self.capped,
+            "content_class": self.content_class,
+            "class_basis": self.class_basis,
+            "class_cue": self.class_cue,
         }
 
 
-def _record_from(template: dict[str, Any], prompt_tokens: int, decision_us: float) -> DecisionRecord:
+def _record_from(
+    template: dict[str, Any], prompt_tokens: int, decision_us: float, cue: str | None = None
+) -> DecisionRecord:
     # Hot path: a frozen dataclass __init__ pays object.__setattr__ per field (~1-2 us for ten fields in CPython).
     # Filling __dict__ from a template precomputed at load gives an identical, equal record at a third of the cost.
     rec: DecisionRecord = _new(DecisionRecord)
@@ -162,17 +185,22 @@ def _record_from(template: dict[str, Any], prompt_tokens: int, decision_us: floa
     d.update(template)
     d["prompt_tokens"] = prompt_tokens
     d["decision_us"] = decision_us
+    d["class_cue"] = cue
     return rec
+
+
+Lane = tuple[tuple[SpecSettings, ...], tuple[dict[str, Any], ...]]
+"""One class's per-segment outcomes: (selected settings, record templates), index = bisect_right(bounds, n)."""
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """Per-segment outcomes for one caps value; index = bisect_right(bounds, prompt_tokens)."""
+    """Per-segment outcomes for one caps value, per class (None: the context-only frontier)."""
 
-    selected: tuple[SpecSettings, ...]
-    templates: tuple[dict[str, Any], ...]
+    lanes: dict[str | None, Lane]
     static: StaticChoice | None
     choices: tuple[RangeChoice, ...]
+    class_choices: dict[str, tuple[RangeChoice, ...]]
 
 
 class DynamicDraftPolicy:
@@ -211,7 +239,8 @@ class DynamicDraftPolicy:
         self._plans: dict[DraftCaps, _Plan] = {}
         self._last: tuple[DraftCaps | None, _Plan | None] = (None, None)
         if self.table is not None:
-            self._bounds = sorted({b for rng in self.table.ranges for b in rng})
+            every = [*self.table.ranges, *(r for rs in self.table.class_ranges.values() for r in rs)]
+            self._bounds = sorted({b for rng in every for b in rng})
             self._base = self._compile(None)
 
     @classmethod
@@ -236,44 +265,68 @@ class DynamicDraftPolicy:
         assert table is not None
         allowed = caps.allows if caps is not None else (lambda _s: True)
         static, choices = frontier_choices(table, self.min_gain, allowed)
+        per_class = class_choices(table, static, self.min_gain, allowed)
         base = self._base
         static_setting = static.setting if static else PLAIN
-        by_lo = {c.ctx_lo: c for c in choices}
-        selected: list[SpecSettings] = []
-        templates: list[dict[str, Any]] = []
         bounds = self._bounds
-        for i in range(len(bounds) + 1):
-            # Segment i covers [bounds[i-1], bounds[i]); segment 0 is below the smallest bound, the last is above.
-            choice = by_lo.get(bounds[i - 1]) if 0 < i < len(bounds) else None
-            setting: SpecSettings
-            reason: Reason
-            if choice is not None and choice.ctx_hi == bounds[i]:
-                setting, reason, lo, hi = choice.selected, choice.reason, choice.ctx_lo, choice.ctx_hi
-                is_static = choice.is_static
-            elif i == 0:
-                first = choices[0]  # below the smallest range: that range's choice
-                setting, reason, lo, hi = first.selected, "out_of_range", first.ctx_lo, first.ctx_hi
-                is_static = first.is_static
-            else:
-                # Above the largest range, or in a gap between ranges: the best static setting.
-                setting, reason, lo, hi, is_static = static_setting, "out_of_range", None, None, static is not None
-            capped = base is not None and base.selected[i] != setting
-            if capped and reason != "out_of_range":
-                reason = "capped"
-            selected.append(setting)
-            templates.append(
-                {
-                    "applied": True,
-                    "reason": reason,
-                    "selected": setting,
-                    "table_id": table.table_id,
-                    "ctx_lo": lo,
-                    "ctx_hi": hi,
-                    "static_fallback": is_static,
-                    "capped": capped,
-                }
-            )
-        return _Plan(tuple(selected), tuple(templates), static, tuple(choices))
+        first_lo = choices[0].ctx_lo
+
+        def covering(found: list[RangeChoice], lo: float, hi: float) -> RangeChoice | None:
+            return next((c for c in found if c.ctx_lo <= lo and hi <= c.ctx_hi), None)
+
+        lanes: dict[str | None, Lane] = {}
+        for klass in (None, *CONTENT_CLASSES):
+            own = per_class.get(klass, []) if klass is not None else []
+            selected: list[SpecSettings] = []
+            templates: list[dict[str, Any]] = []
+            for i in range(len(bounds) + 1):
+                # Segment i covers [bounds[i-1], bounds[i]); segment 0 is below the smallest bound, the last above.
+                lo = bounds[i - 1] if i > 0 else float("-inf")
+                hi = bounds[i] if i < len(bounds) else float("inf")
+                setting: SpecSettings
+                reason: Reason
+                basis: ClassBasis = "context_only" if klass is None else "class_fallback"
+                choice = covering(own, lo, hi)
+                if choice is not None:
+                    basis = "class_row"
+                else:
+                    choice = covering(choices, lo, hi)
+                if choice is not None:
+                    setting, reason, c_lo, c_hi = choice.selected, choice.reason, choice.ctx_lo, choice.ctx_hi
+                    is_static = choice.is_static
+                elif hi <= first_lo:
+                    first = choices[0]  # below the smallest range: that range's choice
+                    setting, reason, c_lo, c_hi = first.selected, "out_of_range", first.ctx_lo, first.ctx_hi
+                    is_static = first.is_static
+                else:
+                    # Above the largest range, or in a gap between ranges: the best static setting.
+                    setting, reason, c_lo, c_hi, is_static = (
+                        static_setting,
+                        "out_of_range",
+                        None,
+                        None,
+                        static is not None,
+                    )
+                capped = base is not None and base.lanes[klass][0][i] != setting
+                if capped and reason != "out_of_range":
+                    reason = "capped"
+                selected.append(setting)
+                templates.append(
+                    {
+                        "applied": True,
+                        "reason": reason,
+                        "selected": setting,
+                        "table_id": table.table_id,
+                        "ctx_lo": c_lo,
+                        "ctx_hi": c_hi,
+                        "static_fallback": is_static,
+                        "capped": capped,
+                        "content_class": klass,
+                        "class_basis": basis,
+                    }
+                )
+            lanes[klass] = (tuple(selected), tuple(templates))
+        return _Plan(lanes, static, tuple(choices), {k: tuple(v) for k, v in per_class.items()})
 
     def _plan_for(self, caps: DraftCaps) -> _Plan:
         plan = self._plans.get(caps)
@@ -286,9 +339,16 @@ class DynamicDraftPolicy:
     # -- decisions ------------------------------------------------------------------------------------------------
 
     def decide(
-        self, prompt_tokens: int, request_override: SpecSettings | None, caps: DraftCaps
+        self,
+        prompt_tokens: int,
+        request_override: SpecSettings | None,
+        caps: DraftCaps,
+        content_class: str | None = None,
+        class_cue: str | None = None,
     ) -> tuple[SpecSettings, DecisionRecord]:
-        """The settings to run for a tokenized prompt of `prompt_tokens`, and the record of why.
+        """The settings to run for a tokenized prompt of `prompt_tokens` of class `content_class` (one of
+        CONTENT_CLASSES, or None for the context-only frontier), and the record of why; `class_cue` (what made
+        the detector choose the class) is copied into the record.
 
         Pass the same DraftCaps object on every call while the engine's allocation is unchanged: the plan for the
         last caps is found by identity; a new (even equal) object costs a dict lookup, a new value a recompile.
@@ -297,23 +357,32 @@ class DynamicDraftPolicy:
         if request_override is None and self.enabled and self._base is not None:
             last = self._last
             plan = last[1] if last[0] is caps and last[1] is not None else self._plan_for(caps)
-            i = bisect_right(self._bounds, prompt_tokens)
-            selected = plan.selected[i]
-            t1 = _now_ns()
-            return selected, _record_from(plan.templates[i], prompt_tokens, (t1 - t0) / 1000.0)
-        return self._decide_other(t0, prompt_tokens, request_override, caps)
+            lane = plan.lanes.get(content_class)
+            if lane is not None:
+                i = bisect_right(self._bounds, prompt_tokens)
+                selected = lane[0][i]
+                t1 = _now_ns()
+                return selected, _record_from(lane[1][i], prompt_tokens, (t1 - t0) / 1000.0, class_cue)
+        return self._decide_other(t0, prompt_tokens, request_override, caps, content_class, class_cue)
 
-    def select(self, prompt_tokens: int, caps: DraftCaps) -> SpecSettings:
+    def select(self, prompt_tokens: int, caps: DraftCaps, content_class: str | None = None) -> SpecSettings:
         """The core lookup alone (no override handling, no record): DD's choice, or the clamped default."""
         if not self.enabled or self._base is None:
             return caps.clamp(self.default)
         last = self._last
         plan = last[1] if last[0] is caps and last[1] is not None else self._plan_for(caps)
-        return plan.selected[bisect_right(self._bounds, prompt_tokens)]
+        return plan.lanes[_known(content_class)][0][bisect_right(self._bounds, prompt_tokens)]
 
     def _decide_other(
-        self, t0: int, prompt_tokens: int, override: SpecSettings | None, caps: DraftCaps
+        self,
+        t0: int,
+        prompt_tokens: int,
+        override: SpecSettings | None,
+        caps: DraftCaps,
+        content_class: str | None = None,
+        class_cue: str | None = None,
     ) -> tuple[SpecSettings, DecisionRecord]:
+        content_class = _known(content_class)
         if override is not None:
             override = normalize(override)
         explicit = override if override is not None else self.default
@@ -328,12 +397,13 @@ class DynamicDraftPolicy:
         else:
             plan = self._plan_for(caps)
             i = bisect_right(self._bounds, prompt_tokens)
-            selected = plan.selected[i]
+            lane = plan.lanes[content_class]
+            selected = lane[0][i]
             t1 = _now_ns()
-            tmpl = dict(plan.templates[i])
+            tmpl = dict(lane[1][i])
             if override is not None:  # force mode: the request's fields are ignored
                 tmpl["reason"] = "forced"
-            return selected, _record_from(tmpl, prompt_tokens, (t1 - t0) / 1000.0)
+            return selected, _record_from(tmpl, prompt_tokens, (t1 - t0) / 1000.0, class_cue)
         selected = caps.clamp(explicit)
         t1 = _now_ns()
         record = DecisionRecord(
@@ -344,6 +414,9 @@ class DynamicDraftPolicy:
             decision_us=(t1 - t0) / 1000.0,
             table_id=self.table.table_id if self.table is not None else None,
             capped=selected != normalize(explicit),
+            content_class=content_class,
+            class_basis="not_applied",
+            class_cue=class_cue,
         )
         return selected, record
 
@@ -361,6 +434,18 @@ class DynamicDraftPolicy:
         return plan.static if plan is not None else None
 
     def range_choices(self, caps: DraftCaps | None = None) -> tuple[RangeChoice, ...]:
-        """DD's choice per calibrated range, with the evidence (under `caps` if given)."""
+        """DD's choice per calibrated context-only range, with the evidence (under `caps` if given)."""
         plan = self._base if caps is None or self._base is None else self._plan_for(caps)
         return plan.choices if plan is not None else ()
+
+    def class_range_choices(self, caps: DraftCaps | None = None) -> dict[str, tuple[RangeChoice, ...]]:
+        """DD's choice per calibrated range of each class that has rows (under `caps` if given)."""
+        plan = self._base if caps is None or self._base is None else self._plan_for(caps)
+        return dict(plan.class_choices) if plan is not None else {}
+
+
+def _known(content_class: str | None) -> str | None:
+    """A class name DD knows (or None); anything else is a caller's bug, said plainly."""
+    if content_class is not None and content_class not in CONTENT_CLASSES:
+        raise ValueError(f"unknown content class {content_class!r} (known: {', '.join(CONTENT_CLASSES)})")
+    return content_class

@@ -15,12 +15,15 @@ Rules (the engine-facing policy precomputes these once per table and caps):
 * Per-range choice: among safe rows whose median beats the static row by more than their margin, the fastest;
   if there is none, the static setting. So DD is never measured slower than best static in any calibrated range.
   Exact ties in median prefer the shallower draft (less work), then the label, so results are deterministic.
+* Per class: a class's rows (content_class set) form its own frontier over its own ranges, chosen by the same
+  rule against the same static setting (the one the context-only rows make best), measured on that class's
+  prompts. Best static itself comes from the context-only rows only: they cover every calibrated range.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from app.policy.stats import geomean
@@ -65,6 +68,7 @@ class RangeChoice:
     static_row: FrontierRow | None
     fastest_row: FrontierRow | None
     margin_tps: float
+    content_class: str | None = None
 
     @property
     def is_static(self) -> bool:
@@ -80,7 +84,7 @@ def best_static(table: FrontierTable, allowed: Allowed = _all) -> StaticChoice |
     """The one setting that, held fixed at every calibrated range, does best overall (None if none qualifies)."""
     n_ranges = len(table.ranges)
     per_setting: dict[SpecSettings, list[float]] = {}
-    for r in table.rows:
+    for r in table.context_rows:
         if r.safe and allowed(r.setting):
             per_setting.setdefault(r.setting, []).append(r.median_tps)
     scored = [(geomean(v), s) for s, v in per_setting.items() if len(v) == n_ranges]
@@ -122,10 +126,31 @@ def choose_in_range(
 def frontier_choices(
     table: FrontierTable, min_gain: float = DEFAULT_MIN_GAIN, allowed: Allowed = _all
 ) -> tuple[StaticChoice | None, list[RangeChoice]]:
-    """The best static setting and the DD choice for every calibrated range, in range order."""
+    """The best static setting and the DD choice for every calibrated context-only range, in range order."""
     static = best_static(table, allowed)
+    setting = static.setting if static else None
+    return static, _choices(table, None, table.ranges, setting, min_gain, allowed)
+
+
+def class_choices(
+    table: FrontierTable, static: StaticChoice | None, min_gain: float = DEFAULT_MIN_GAIN, allowed: Allowed = _all
+) -> dict[str, list[RangeChoice]]:
+    """Per class with rows: its choice in each of its ranges, against the table's best static setting."""
+    setting = static.setting if static else None
+    return {c: _choices(table, c, rngs, setting, min_gain, allowed) for c, rngs in table.class_ranges.items()}
+
+
+def _choices(
+    table: FrontierTable,
+    content_class: str | None,
+    ranges: tuple[tuple[int, int], ...],
+    static: SpecSettings | None,
+    min_gain: float,
+    allowed: Allowed,
+) -> list[RangeChoice]:
     by_range: dict[tuple[int, int], list[FrontierRow]] = {}
     for r in table.rows:
-        by_range.setdefault(r.context, []).append(r)
-    setting = static.setting if static else None
-    return static, [choose_in_range(by_range[c], c, setting, min_gain, allowed) for c in table.ranges]
+        if r.content_class == content_class:
+            by_range.setdefault(r.context, []).append(r)
+    out = [choose_in_range(by_range[c], c, static, min_gain, allowed) for c in ranges]
+    return out if content_class is None else [replace(c, content_class=content_class) for c in out]

@@ -1,7 +1,9 @@
 """Static-vs-Dynamic-Draft comparison rows for a frontier table, with Markdown and CSV renderers.
 
 One row per calibrated range: the fixed static setting's measured tok/s next to what DD selects there, in the
-seed's shape (Context | Static fixed setting | Static TG | DD-selected setting | DD TG | Gain vs static).
+seed's shape (Context | Static fixed setting | Static TG | DD-selected setting | DD TG | Gain vs static). A table
+with content classes adds one row per (class, range) of each class's own frontier, measured on that class's
+prompts; the Markdown then leads with a Class column ("any" for the context-only rows), the CSV ends with one.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import csv
 import io
 from dataclasses import dataclass
 
-from app.policy.frontier import DEFAULT_MIN_GAIN, frontier_choices
+from app.policy.frontier import DEFAULT_MIN_GAIN, RangeChoice, class_choices, frontier_choices
 from app.policy.table import FrontierTable, normalize
 from app.speculative.settings import PLAIN, SpecSettings
 
@@ -33,6 +35,7 @@ class ComparisonRow:
     dd_tps: float | None
     gain: float | None
     tie: bool
+    content_class: str | None = None
 
     @property
     def gain_label(self) -> str:
@@ -55,50 +58,73 @@ def context_label(ctx_lo: int, ctx_hi: int, prompt_tokens: int | None) -> str:
 def comparison_rows(
     table: FrontierTable, fixed: SpecSettings | None = None, min_gain: float = DEFAULT_MIN_GAIN
 ) -> list[ComparisonRow]:
-    """The comparison per calibrated range; `fixed` defaults to the table's best static setting (else plain)."""
+    """The comparison per calibrated context-only range; `fixed` defaults to the table's best static setting (else
+    plain)."""
     static, choices = frontier_choices(table, min_gain)
     fixed_setting = normalize(fixed) if fixed is not None else (static.setting if static else PLAIN)
-    out: list[ComparisonRow] = []
-    for c in choices:
-        rows = table.rows_in((c.ctx_lo, c.ctx_hi))
-        by_setting = {r.setting: r for r in rows if r.safe}
-        fixed_row = by_setting.get(fixed_setting)
-        dd_row = by_setting.get(c.selected)
-        points = [r.prompt_tokens for r in rows if r.prompt_tokens is not None]
-        point = max(set(points), key=points.count) if points else None
-        s_tps = fixed_row.median_tps if fixed_row else None
-        d_tps = dd_row.median_tps if dd_row else None
-        gain = d_tps / s_tps - 1.0 if s_tps and d_tps is not None else None
-        out.append(
-            ComparisonRow(
-                ctx_lo=c.ctx_lo,
-                ctx_hi=c.ctx_hi,
-                context=context_label(c.ctx_lo, c.ctx_hi, point),
-                static_setting=fixed_setting,
-                static_tps=s_tps,
-                dd_setting=c.selected,
-                dd_tps=d_tps,
-                gain=gain,
-                tie=c.selected == fixed_setting,
-            )
-        )
-    return out
+    return [_compare(table, c, fixed_setting) for c in choices]
+
+
+def class_comparison_rows(
+    table: FrontierTable, fixed: SpecSettings | None = None, min_gain: float = DEFAULT_MIN_GAIN
+) -> list[ComparisonRow]:
+    """The comparison per (class, range) of the class frontiers, in CONTENT_CLASSES order; static tok/s is the
+    fixed setting's row measured on that class's prompts."""
+    static, _ = frontier_choices(table, min_gain)
+    fixed_setting = normalize(fixed) if fixed is not None else (static.setting if static else PLAIN)
+    return [_compare(table, c, fixed_setting) for cs in class_choices(table, static, min_gain).values() for c in cs]
+
+
+def _compare(table: FrontierTable, c: RangeChoice, fixed_setting: SpecSettings) -> ComparisonRow:
+    rows = table.rows_in((c.ctx_lo, c.ctx_hi), c.content_class)
+    by_setting = {r.setting: r for r in rows if r.safe}
+    fixed_row = by_setting.get(fixed_setting)
+    dd_row = by_setting.get(c.selected)
+    points = [r.prompt_tokens for r in rows if r.prompt_tokens is not None]
+    point = max(set(points), key=points.count) if points else None
+    s_tps = fixed_row.median_tps if fixed_row else None
+    d_tps = dd_row.median_tps if dd_row else None
+    gain = d_tps / s_tps - 1.0 if s_tps and d_tps is not None else None
+    return ComparisonRow(
+        ctx_lo=c.ctx_lo,
+        ctx_hi=c.ctx_hi,
+        context=context_label(c.ctx_lo, c.ctx_hi, point),
+        static_setting=fixed_setting,
+        static_tps=s_tps,
+        dd_setting=c.selected,
+        dd_tps=d_tps,
+        gain=gain,
+        tie=c.selected == fixed_setting,
+        content_class=c.content_class,
+    )
 
 
 def _tps(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f} tok/s"
 
 
-def display_cells(r: ComparisonRow) -> tuple[str, ...]:
-    """One row as the text of the COLUMNS (Markdown report and the app's table share it)."""
-    return (r.context, r.static_setting.label(), _tps(r.static_tps), r.dd_setting.label(), _tps(r.dd_tps), r.gain_label)
+def has_classes(rows: list[ComparisonRow]) -> bool:
+    return any(r.content_class is not None for r in rows)
+
+
+def display_columns(rows: list[ComparisonRow]) -> tuple[str, ...]:
+    """The column titles for `rows`: the seed's, led by "Class" when some row belongs to a class."""
+    return ("Class", *COLUMNS) if has_classes(rows) else COLUMNS
+
+
+def display_cells(r: ComparisonRow, with_class: bool = False) -> tuple[str, ...]:
+    """One row as the text of the columns (Markdown report and the app's table share it)."""
+    cells = (r.context, r.static_setting.label(), _tps(r.static_tps), r.dd_setting.label(), _tps(r.dd_tps))
+    return ((r.content_class or "any",) if with_class else ()) + (*cells, r.gain_label)
 
 
 def to_markdown(rows: list[ComparisonRow]) -> str:
-    """A Markdown table in the seed's layout."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    """A Markdown table in the seed's layout (with a leading Class column when some row belongs to a class)."""
+    columns = display_columns(rows)
+    with_class = has_classes(rows)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
-        lines.append("| " + " | ".join(display_cells(r)) + " |")
+        lines.append("| " + " | ".join(display_cells(r, with_class)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -106,7 +132,7 @@ def to_csv(rows: list[ComparisonRow]) -> str:
     """CSV with the seed's columns (numbers without units, gain in percent) plus the range bounds."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow((*COLUMNS, "ctx_lo", "ctx_hi"))
+    w.writerow((*COLUMNS, "ctx_lo", "ctx_hi", "class"))
     for r in rows:
         w.writerow(
             (
@@ -118,6 +144,7 @@ def to_csv(rows: list[ComparisonRow]) -> str:
                 "tie" if r.tie else ("" if r.gain is None else f"{r.gain * 100:.1f}"),
                 r.ctx_lo,
                 r.ctx_hi,
+                r.content_class or "",
             )
         )
     return buf.getvalue()

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
 # strict: no 3.0 for an int or "1" for a number; forbid: a misspelt key is an error, not a silent default. pydantic's
 # JSON parser also refuses absurd nesting with an error instead of Python's RecursionError.
@@ -30,6 +40,8 @@ class _Row(BaseModel):
     repeats: StrictInt = Field(ge=0)
     safe: StrictBool
     prompt_tokens: StrictInt | None = None
+    # Version 2: the row's content class; absent or null for the context-only frontier.
+    content_class: Literal["chat", "code", "copy_edit", "structured"] | None = None
 
 
 class _Fingerprint(BaseModel):
@@ -50,13 +62,19 @@ class TableFile(BaseModel):
     """tables/<table_id>.json."""
 
     model_config = _STRICT
-    schema_version: StrictInt = Field(ge=1, le=1)  # this build reads version 1 (a Literal would take 1.0)
+    schema_version: StrictInt = Field(ge=1, le=2)  # this build reads versions 1 and 2 (a Literal would take 1.0)
     table_id: StrictStr = Field(min_length=1)
     created_at: StrictStr = Field(min_length=1)
     spread_kind: Literal["iqr"] = "iqr"
     notes: StrictStr = ""
     fingerprint: _Fingerprint
     rows: list[_Row] = Field(max_length=100_000)
+
+    @model_validator(mode="after")
+    def _classes_need_v2(self) -> TableFile:
+        if self.schema_version == 1 and any(r.content_class is not None for r in self.rows):
+            raise ValueError("rows with a content_class need schema_version 2")
+        return self
 
 
 class ActivePointer(BaseModel):

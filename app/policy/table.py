@@ -10,12 +10,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.policy.content_class import CONTENT_CLASSES
 from app.policy.fingerprint import Fingerprint
 from app.policy.stats import iqr, median
 from app.speculative.settings import PLAIN, SpecSettings
 
-SCHEMA_VERSION = 1
-"""Bump when the JSON layout changes; a file with another version is refused with a visible reason."""
+SCHEMA_VERSION = 2
+"""Bump when the JSON layout changes; a file with a version outside READABLE_VERSIONS is refused with a reason.
+
+2: rows may carry a content class (a frontier per (context range, class)); 1: context-only rows (still read)."""
+READABLE_VERSIONS = (1, 2)
 
 SPREAD_KIND = "iqr"
 """How `FrontierRow.spread_tps` is computed from the repeats (interquartile range, tok/s)."""
@@ -33,6 +37,8 @@ class FrontierRow:
     median_tps: median generation tok/s over the repeats; spread_tps: their IQR; repeats: how many runs;
     safe: the calibration accepted the runs (finished, no error/OOM, output checks passed); an unsafe row is
     kept for the record but never selected. prompt_tokens: the prompt length actually measured, if known.
+    content_class: the class of prompt measured (app.policy.content_class); None for the context-only rows, which
+    every class falls back to where it has no evidence of its own.
     """
 
     ctx_lo: int
@@ -43,8 +49,11 @@ class FrontierRow:
     repeats: int
     safe: bool
     prompt_tokens: int | None = None
+    content_class: str | None = None
 
     def __post_init__(self) -> None:
+        if self.content_class is not None and self.content_class not in CONTENT_CLASSES:
+            raise ValueError(f"row content_class must be one of {CONTENT_CLASSES} or null, got {self.content_class!r}")
         if not (isinstance(self.ctx_lo, int) and isinstance(self.ctx_hi, int) and 0 <= self.ctx_lo < self.ctx_hi):
             raise ValueError(f"row range must satisfy 0 <= ctx_lo < ctx_hi, got [{self.ctx_lo}, {self.ctx_hi})")
         for name in ("median_tps", "spread_tps"):
@@ -60,8 +69,13 @@ class FrontierRow:
     def context(self) -> tuple[int, int]:
         return (self.ctx_lo, self.ctx_hi)
 
+    @property
+    def key(self) -> tuple[str | None, int, int]:
+        """(class, ctx_lo, ctx_hi): the frontier this row belongs to."""
+        return (self.content_class, self.ctx_lo, self.ctx_hi)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "ctx_lo": self.ctx_lo,
             "ctx_hi": self.ctx_hi,
             "setting": self.setting.to_dict(),
@@ -71,6 +85,9 @@ class FrontierRow:
             "safe": self.safe,
             "prompt_tokens": self.prompt_tokens,
         }
+        if self.content_class is not None:  # context-only rows keep the version-1 layout
+            out["content_class"] = self.content_class
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FrontierRow:
@@ -81,6 +98,9 @@ class FrontierRow:
         pt = data.get("prompt_tokens")
         if pt is not None and not isinstance(pt, int):
             raise ValueError("row.prompt_tokens must be an integer or null")
+        klass = data.get("content_class")
+        if klass is not None and not isinstance(klass, str):
+            raise ValueError("row.content_class must be a string or null")
         try:
             return cls(
                 ctx_lo=data["ctx_lo"],
@@ -91,6 +111,7 @@ class FrontierRow:
                 repeats=data["repeats"],
                 safe=data["safe"],
                 prompt_tokens=pt,
+                content_class=klass,
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed row: {exc!r}") from exc
@@ -100,7 +121,10 @@ class FrontierRow:
 class FrontierTable:
     """A calibrated frontier for one engine fingerprint; rows are validated and sorted on construction.
 
-    Ranges may leave gaps but must not overlap; each (range, setting) appears once.
+    The context-only rows (content_class None) are the table's main frontier and must exist; rows of a class form
+    that class's own frontier, usually over fewer ranges. Within the context-only rows and within each class,
+    ranges may leave gaps but must not overlap; each (class, range, setting) appears once. `ranges` are the
+    context-only ranges; `class_ranges` those of each class that has rows.
     """
 
     table_id: str
@@ -111,26 +135,49 @@ class FrontierTable:
     schema_version: int = SCHEMA_VERSION
     spread_kind: str = SPREAD_KIND
     ranges: tuple[tuple[int, int], ...] = field(init=False)
+    class_ranges: dict[str, tuple[tuple[int, int], ...]] = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.rows:
             raise ValueError("a frontier table needs at least one row")
-        rows = tuple(sorted(self.rows, key=lambda r: (r.ctx_lo, r.ctx_hi, r.setting.label())))
+        order = {c: i for i, c in enumerate(CONTENT_CLASSES)}
+        rows = tuple(
+            sorted(
+                self.rows,
+                key=lambda r: (-1 if r.content_class is None else order[r.content_class], r.ctx_lo, r.ctx_hi,
+                               r.setting.label()),
+            )
+        )  # fmt: skip
         object.__setattr__(self, "rows", rows)
-        ranges = sorted({r.context for r in rows})
-        for (lo_a, hi_a), (lo_b, _) in zip(ranges, ranges[1:], strict=False):
-            if lo_b < hi_a:
-                raise ValueError(f"context ranges overlap: [{lo_a}, {hi_a}) and [{lo_b}, ...)")
-        seen: set[tuple[int, int, SpecSettings]] = set()
+        by_class: dict[str | None, list[tuple[int, int]]] = {}
+        for klass in dict.fromkeys(r.content_class for r in rows):
+            ranges = sorted({r.context for r in rows if r.content_class == klass})
+            where = "context ranges" if klass is None else f"context ranges of class {klass!r}"
+            for (lo_a, hi_a), (lo_b, _) in zip(ranges, ranges[1:], strict=False):
+                if lo_b < hi_a:
+                    raise ValueError(f"{where} overlap: [{lo_a}, {hi_a}) and [{lo_b}, ...)")
+            by_class[klass] = ranges
+        if None not in by_class:
+            raise ValueError("a frontier table needs context-only rows (content_class null): every class falls back "
+                             "to them")  # fmt: skip
+        seen: set[tuple[str | None, int, int, SpecSettings]] = set()
         for r in rows:
-            key = (r.ctx_lo, r.ctx_hi, r.setting)
+            key = (*r.key, r.setting)
             if key in seen:
-                raise ValueError(f"duplicate row for {r.setting.label()} in [{r.ctx_lo}, {r.ctx_hi})")
+                cls = "" if r.content_class is None else f" (class {r.content_class})"
+                raise ValueError(f"duplicate row for {r.setting.label()} in [{r.ctx_lo}, {r.ctx_hi}){cls}")
             seen.add(key)
-        object.__setattr__(self, "ranges", tuple(ranges))
+        object.__setattr__(self, "ranges", tuple(by_class.pop(None)))
+        object.__setattr__(self, "class_ranges", {k: tuple(v) for k, v in by_class.items() if k is not None})
 
-    def rows_in(self, ctx: tuple[int, int]) -> list[FrontierRow]:
-        return [r for r in self.rows if r.context == ctx]
+    def rows_in(self, ctx: tuple[int, int], content_class: str | None = None) -> list[FrontierRow]:
+        """The rows of one range of the context-only frontier, or of a class's frontier."""
+        return [r for r in self.rows if r.context == ctx and r.content_class == content_class]
+
+    @property
+    def context_rows(self) -> list[FrontierRow]:
+        """The context-only rows (the main frontier)."""
+        return [r for r in self.rows if r.content_class is None]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -152,8 +199,8 @@ class FrontierTable:
         if not isinstance(data, dict):
             raise ValueError("table must be a JSON object")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"unsupported schema_version {version!r} (this build reads {SCHEMA_VERSION})")
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
+            raise ValueError(f"unsupported schema_version {version!r} (this build reads {READABLE_VERSIONS})")
         if data.get("spread_kind", SPREAD_KIND) != SPREAD_KIND:
             raise ValueError(f"unsupported spread_kind {data.get('spread_kind')!r}")
         rows = data.get("rows")
@@ -165,12 +212,15 @@ class FrontierTable:
         notes = data.get("notes", "")
         if not isinstance(notes, str):
             raise ValueError("table.notes must be a string")
+        if version == 1 and any(isinstance(r, dict) and r.get("content_class") is not None for r in rows):
+            raise ValueError("a schema_version 1 table has no content classes; rows with content_class need version 2")
         return cls(
             table_id=data["table_id"],
             created_at=data["created_at"],
             fingerprint=Fingerprint.from_dict(data.get("fingerprint")),  # type: ignore[arg-type]
             rows=tuple(FrontierRow.from_dict(r) for r in rows),
             notes=notes,
+            schema_version=version,
         )
 
     @classmethod
@@ -191,6 +241,7 @@ class Measurement:
     samples_tps: tuple[float, ...]
     safe: bool
     prompt_tokens: int | None = None
+    content_class: str | None = None
 
 
 def build_rows(measurements: Iterable[Measurement], require_plain: bool = True) -> list[FrontierRow]:
@@ -215,12 +266,13 @@ def build_rows(measurements: Iterable[Measurement], require_plain: bool = True) 
                 repeats=len(samples),
                 safe=ok,
                 prompt_tokens=m.prompt_tokens,
+                content_class=m.content_class,
             )
         )
     if require_plain:
-        ranges = {r.context for r in rows}
-        with_plain = {r.context for r in rows if r.setting == PLAIN}
-        missing = sorted(ranges - with_plain)
+        ranges = {r.key for r in rows}
+        with_plain = {r.key for r in rows if r.setting == PLAIN}
+        missing = sorted(((lo, hi) if c is None else (c, lo, hi) for c, lo, hi in ranges - with_plain), key=str)
         if missing:
             raise ValueError(f"plain decoding ('off') was not measured in range(s) {missing}")
     return rows

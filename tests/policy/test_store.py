@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from app.policy import DynamicDraftPolicy, FrontierRow, FrontierTable, Measurement, TableStore, build_rows
-from app.policy.table import ranges_from_points
+from app.policy.table import SCHEMA_VERSION, ranges_from_points
 from app.speculative.settings import PLAIN, SpecSettings
 from tests.policy.helpers import FP, N2, N4, WIDE, make_table
 
@@ -17,7 +17,7 @@ from tests.policy.helpers import FP, N2, N4, WIDE, make_table
 def test_json_round_trip(seed_table: FrontierTable) -> None:
     again = FrontierTable.from_json(seed_table.to_json())
     assert again == seed_table
-    assert json.loads(seed_table.to_json())["schema_version"] == 1
+    assert json.loads(seed_table.to_json())["schema_version"] == SCHEMA_VERSION == 2
 
 
 def test_table_validation() -> None:

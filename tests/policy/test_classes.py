@@ -1,0 +1,171 @@
+"""A frontier per (context range, content class): table rules, v1 files, selection, fallback and records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.policy import DynamicDraftPolicy, FrontierRow, FrontierTable, new_table
+from app.policy.content_class import CONTENT_CLASSES
+from app.policy.dynamic import CLASS_BASES, DraftCaps
+from app.policy.frontier import class_choices, frontier_choices
+from app.policy.report import class_comparison_rows, to_csv, to_markdown
+from app.speculative.settings import PLAIN, SpecSettings
+from tests.policy.helpers import FP, N2, N4, WIDE
+
+LOOKUP8 = SpecSettings(source="lookup", n_max=8, adaptive=True)
+
+
+def _row(lo: int, hi: int, s: SpecSettings, tps: float, cls: str | None = None, safe: bool = True) -> FrontierRow:
+    return FrontierRow(lo, hi, s, tps, 1.0, 3, safe, prompt_tokens=(lo + hi) // 2, content_class=cls)
+
+
+def class_table() -> FrontierTable:
+    """Context-only: n2 wins everywhere; copy_edit at [0, 1000): lookup wins by far; code at [0, 1000): plain."""
+    rows = [
+        _row(0, 1000, PLAIN, 50.0),
+        _row(0, 1000, N2, 60.0),
+        _row(0, 1000, LOOKUP8, 45.0),
+        _row(1000, 4000, PLAIN, 40.0),
+        _row(1000, 4000, N2, 48.0),
+        _row(1000, 4000, LOOKUP8, 35.0),
+        _row(0, 1000, PLAIN, 50.0, "copy_edit"),
+        _row(0, 1000, N2, 70.0, "copy_edit"),
+        _row(0, 1000, LOOKUP8, 95.0, "copy_edit"),
+        _row(0, 1000, PLAIN, 52.0, "code"),
+        _row(0, 1000, N2, 51.0, "code"),
+        _row(0, 1000, LOOKUP8, 40.0, "code"),
+    ]
+    return new_table(FP, rows)
+
+
+def test_class_rows_have_their_own_ranges_and_context_rows_are_required() -> None:
+    t = class_table()
+    assert t.ranges == ((0, 1000), (1000, 4000))
+    assert t.class_ranges == {"code": ((0, 1000),), "copy_edit": ((0, 1000),)}
+    assert len(t.rows_in((0, 1000), "copy_edit")) == 3 and len(t.rows_in((0, 1000))) == 3
+    # Ranges may overlap across classes (above) but not within one class.
+    with pytest.raises(ValueError, match="class 'code' overlap"):
+        new_table(FP, [_row(0, 100, PLAIN, 1.0), _row(0, 100, PLAIN, 1.0, "code"), _row(50, 200, PLAIN, 1.0, "code")])
+    with pytest.raises(ValueError, match="context-only rows"):
+        new_table(FP, [_row(0, 100, PLAIN, 1.0, "code")])
+    with pytest.raises(ValueError, match="duplicate"):
+        new_table(FP, [_row(0, 100, PLAIN, 1.0), _row(0, 100, PLAIN, 1.0, "chat"), _row(0, 100, PLAIN, 2.0, "chat")])
+    with pytest.raises(ValueError, match="content_class"):
+        _row(0, 100, PLAIN, 1.0, "poetry")
+
+
+def test_round_trip_and_schema() -> None:
+    t = class_table()
+    data = json.loads(t.to_json())
+    assert data["schema_version"] == 2
+    assert {r.get("content_class") for r in data["rows"]} == {None, "code", "copy_edit"}
+    assert FrontierTable.from_json(t.to_json()) == t
+    data["rows"][-1]["content_class"] = "poetry"
+    with pytest.raises(ValueError, match="content_class"):
+        FrontierTable.from_json(json.dumps(data))
+
+
+def test_version_1_files_still_load_and_cannot_carry_classes() -> None:
+    t = class_table()
+    v1 = json.loads(t.to_json())
+    v1["schema_version"] = 1
+    v1["rows"] = [r for r in v1["rows"] if "content_class" not in r]  # what a version-1 build wrote
+    old = FrontierTable.from_json(json.dumps(v1))
+    assert old.schema_version == 1 and old.class_ranges == {} and len(old.rows) == 6
+    policy = DynamicDraftPolicy(old, FP)
+    selected, rec = policy.decide(500, None, WIDE, content_class="copy_edit")
+    assert selected == N2 and rec.class_basis == "class_fallback" and rec.content_class == "copy_edit"
+    v1["rows"].append(_row(0, 1000, N4, 1.0, "code").to_dict())
+    with pytest.raises(ValueError, match="schema_version 2"):
+        FrontierTable.from_json(json.dumps(v1))
+    v1["schema_version"] = 3
+    with pytest.raises(ValueError, match="schema_version"):
+        FrontierTable.from_json(json.dumps(v1))
+
+
+def test_a_class_row_decides_where_the_class_has_evidence() -> None:
+    policy = DynamicDraftPolicy(class_table(), FP)
+    selected, rec = policy.decide(600, None, WIDE, content_class="copy_edit", class_cue="edit_instruction")
+    assert selected == LOOKUP8
+    d = rec.to_dict()
+    assert (
+        d["content_class"] == "copy_edit" and d["class_basis"] == "class_row" and d["class_cue"] == "edit_instruction"
+    )
+    assert d["reason"] == "table_row" and (d["ctx_lo"], d["ctx_hi"]) == (0, 1000) and d["applied"]
+    # The same prompt length without a class, or as chat (no chat rows): the context-only frontier, n2.
+    assert policy.decide(600, None, WIDE)[0] == N2 and policy.decide(600, None, WIDE)[1].class_basis == "context_only"
+    chat_sel, chat_rec = policy.decide(600, None, WIDE, content_class="chat")
+    assert chat_sel == N2 and chat_rec.class_basis == "class_fallback" and chat_rec.content_class == "chat"
+
+
+def test_a_class_falls_back_outside_its_ranges() -> None:
+    policy = DynamicDraftPolicy(class_table(), FP)
+    selected, rec = policy.decide(2000, None, WIDE, content_class="copy_edit")
+    assert selected == N2 and rec.class_basis == "class_fallback" and (rec.ctx_lo, rec.ctx_hi) == (1000, 4000)
+    above, rec_above = policy.decide(10_000, None, WIDE, content_class="copy_edit")
+    assert above == N2 and rec_above.reason == "out_of_range" and rec_above.class_basis == "class_fallback"
+
+
+def test_class_rows_follow_the_noise_rule_against_the_same_static_setting() -> None:
+    # code: plain 52 vs static n2 51: within the 1% floor and the IQRs, so the static setting stays.
+    static, _ = frontier_choices(class_table())
+    assert static is not None and static.setting == N2
+    code = class_choices(class_table(), static)["code"][0]
+    assert code.selected == N2 and code.reason == "fallback_static" and code.content_class == "code"
+    policy = DynamicDraftPolicy(class_table(), FP)
+    selected, rec = policy.decide(10, None, WIDE, content_class="code")
+    assert selected == N2 and rec.class_basis == "class_row" and rec.reason == "fallback_static"
+
+
+def test_unsafe_class_rows_are_never_selected() -> None:
+    rows = [_row(0, 1000, PLAIN, 50.0), _row(0, 1000, N2, 60.0), _row(0, 1000, LOOKUP8, 45.0)]
+    rows += [_row(0, 1000, PLAIN, 50.0, "copy_edit"), _row(0, 1000, N2, 70.0, "copy_edit")]
+    rows += [_row(0, 1000, LOOKUP8, 0.0, "copy_edit", safe=False)]
+    policy = DynamicDraftPolicy(new_table(FP, rows), FP)
+    assert policy.decide(10, None, WIDE, content_class="copy_edit")[0] == N2
+
+
+def test_caps_apply_per_class() -> None:
+    policy = DynamicDraftPolicy(class_table(), FP)
+    no_draft = DraftCaps(n_max=8, draft_loaded=False)  # lookup runs without a draft model, n2 does not
+    selected, rec = policy.decide(600, None, no_draft, content_class="copy_edit")
+    assert selected == LOOKUP8 and not rec.capped
+    selected, rec = policy.decide(600, None, no_draft, content_class="code")
+    assert selected == PLAIN and rec.capped and rec.reason == "capped" and rec.class_basis == "class_row"
+
+
+def test_override_disabled_and_forced_records_carry_the_class() -> None:
+    policy = DynamicDraftPolicy(class_table(), FP)
+    _, rec = policy.decide(600, N4, WIDE, content_class="code")
+    assert rec.reason == "override" and rec.content_class == "code" and rec.class_basis == "not_applied"
+    forced = policy.with_options(force=True)
+    selected, rec = forced.decide(600, N4, WIDE, content_class="copy_edit")
+    assert selected == LOOKUP8 and rec.reason == "forced" and rec.class_basis == "class_row"
+    _, rec = DynamicDraftPolicy(None, FP).decide(600, None, WIDE, content_class="structured")
+    assert rec.reason == "no_table" and rec.content_class == "structured" and rec.class_basis == "not_applied"
+    assert set(CLASS_BASES) == {"class_row", "class_fallback", "context_only", "not_applied"}
+
+
+def test_an_unknown_class_is_refused_plainly() -> None:
+    policy = DynamicDraftPolicy(class_table(), FP)
+    with pytest.raises(ValueError, match="unknown content class 'poetry'"):
+        policy.decide(600, None, WIDE, content_class="poetry")
+
+
+def test_every_class_has_a_lane_even_without_rows() -> None:
+    policy = DynamicDraftPolicy(class_table(), FP)
+    for cls in CONTENT_CLASSES:
+        assert policy.select(600, WIDE, cls) in (N2, LOOKUP8)
+    assert set(policy.class_range_choices()) == {"code", "copy_edit"}
+
+
+def test_report_shows_the_class_dimension() -> None:
+    rows = class_comparison_rows(class_table(), fixed=N2)
+    assert [(r.content_class, r.context) for r in rows] == [("code", "500"), ("copy_edit", "500")]
+    edit = rows[1]
+    assert edit.dd_setting == LOOKUP8 and edit.gain == pytest.approx(95.0 / 70.0 - 1)
+    md = to_markdown(rows)
+    assert "| Class |" in md and "copy_edit" in md
+    assert to_csv(rows).splitlines()[0].endswith(",class")
