@@ -41,7 +41,7 @@ SECTIONS: dict[str, Section] = {
     STRUCTURED: Section(
         STRUCTURED,
         ("structured.txt",),
-        '\n\nExtract every person, place and date mentioned above and return them as a JSON object with the keys '
+        "\n\nExtract every person, place and date mentioned above and return them as a JSON object with the keys "
         '"people", "places" and "dates" (lists of strings). Respond with JSON only.',
     ),
 }

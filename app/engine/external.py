@@ -12,7 +12,14 @@ from typing import Any
 
 from app.engine.external_policy import LOOKUP_SPEC_TYPE, load_policy, lookup_args, per_request_state, spec_types
 from app.engine.runtime import Capabilities
-from app.engine.session import EngineConfig, adds_bos, check_prompt_fits, choose_settings, policy_without_table
+from app.engine.session import (
+    EngineConfig,
+    adds_bos,
+    check_prompt_fits,
+    choose_settings,
+    policy_without_table,
+    request_class,
+)
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,
@@ -190,13 +197,17 @@ class ExternalSession:
 
     def format_prompt(self, request: GenerationRequest) -> list[int]:
         """The server's chat template (for messages) and tokenizer: exactly the tokens the model will see."""
+        return self.templated(request)[0]
+
+    def templated(self, request: GenerationRequest) -> tuple[list[int], str]:
+        """format_prompt's tokens and the text they came from (the server's templated prompt, or the raw prompt)."""
         if request.messages is not None:
             body = {"messages": list(request.messages), "add_generation_prompt": request.add_generation_prompt}
             text = str(self._call("POST", "/apply-template", body)["prompt"])
             add_special = adds_bos(text, self._add_bos, self.features.bos_token)
-            return self._tokenize(text, add_special=add_special, parse_special=True)
+            return self._tokenize(text, add_special=add_special, parse_special=True), text
         assert request.prompt is not None
-        return self._tokenize(request.prompt, add_special=True, parse_special=False)
+        return self._tokenize(request.prompt, add_special=True, parse_special=False), request.prompt
 
     def close(self) -> None:
         self.server.stop()
@@ -222,11 +233,14 @@ class ExternalSession:
             raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
         if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
             self._switch_source(spec)
-        prompt = self.format_prompt(request)
+        prompt, prompt_text = self.templated(request)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
         request = replace(request, max_tokens=max_tokens, until_context_end=False)
-        settings, record = choose_settings(self.policy, self.caps, n_prompt, spec, self.capabilities.sources)
+        klass = request_class(request, prompt_text)
+        settings, record = choose_settings(
+            self.policy, self.caps, n_prompt, spec, self.capabilities.sources, None, klass
+        )
         sent, ignored, ran = speculative_fields(settings, self.start_settings, self.features)
         body = self._completion_body(request, prompt) | sent
         if request.collect_margins:

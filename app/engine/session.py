@@ -30,6 +30,7 @@ from app.engine.types import (
     Timings,
     TokenLogprob,
 )
+from app.policy.content_class import CHAT, classify, last_user_text
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.runtime.device import resolve_flash_attn
 from app.runtime.grammar import Grammar, GrammarError
@@ -42,7 +43,7 @@ from app.speculative.constrained import constrained_draw, constrained_greedy, ve
 from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
-from app.speculative.telemetry import SpecStats, content_class
+from app.speculative.telemetry import SpecStats
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 log = logging.getLogger(__name__)
@@ -145,17 +146,28 @@ def choose_settings(
     override: SpecSettings | None,
     loaded: Collection[str],
     missing: Mapping[str, str] | None = None,
+    content_class: tuple[str, str] | None = None,
 ) -> tuple[SpecSettings, DecisionRecord]:
-    """Dynamic Draft's decision on the exact prompt-token count (every runtime decides the same way); `loaded`: the
-    draft sources the runtime has, which an override must be able to run on; `missing`: why some others are not
-    there (e.g. "mtp": the file has no MTP layers), said in the refusal."""
+    """Dynamic Draft's decision on the exact prompt-token count and the request's (class, cue) (every runtime
+    decides the same way); `loaded`: the draft sources the runtime has, which an override must be able to run on;
+    `missing`: why some others are not there (e.g. "mtp": the file has no MTP layers), said in the refusal."""
     if override is not None and missing and override.source in missing and override.source not in loaded:
         raise InvalidRequest(
             f"speculative.source {override.source!r} needs the model's own head: {missing[override.source]}"
         )
     if override is not None and (why := registry.unavailable(override.source, loaded)):
         raise InvalidRequest(f"speculative.source {override.source!r} {why}")
-    return policy.decide(n_prompt, override, caps)
+    if content_class is None:
+        return policy.decide(n_prompt, override, caps)
+    return policy.decide(n_prompt, override, caps, content_class[0], content_class[1])
+
+
+def request_class(request: GenerationRequest, text: str) -> tuple[str, str]:
+    """The request's content class and the cue that decided it, from its templated prompt `text` (once per
+    request; Dynamic Draft and the speculation statistics both use it). A grammar (also what response_format and
+    tool_choice become) or tools make it structured."""
+    structured = request.grammar is not None or bool(request.tools)
+    return classify(text, last_user_text(request.messages, request.prompt), structured)
 
 
 def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int, until_context_end: bool = False) -> int:
@@ -392,12 +404,17 @@ class Session:
 
     def format_prompt(self, request: GenerationRequest) -> list[int]:
         """Apply the chat template (for messages) and tokenize: exactly the tokens the model will see."""
+        return self.templated(request)[0]
+
+    def templated(self, request: GenerationRequest) -> tuple[list[int], str]:
+        """format_prompt's tokens and the text they came from (the templated prompt, or the raw prompt)."""
         vocab = self.model.vocab
         if request.messages is not None:
             text = self.render_prompt(request)
-            return vocab.tokenize(text, add_special=adds_bos(text, vocab.add_bos, self._bos_text), parse_special=True)
+            add = adds_bos(text, vocab.add_bos, self._bos_text)
+            return vocab.tokenize(text, add_special=add, parse_special=True), text
         assert request.prompt is not None
-        return vocab.tokenize(request.prompt, add_special=True, parse_special=False)
+        return vocab.tokenize(request.prompt, add_special=True, parse_special=False), request.prompt
 
     def close(self) -> None:
         if hasattr(self, "cache"):  # close() also cleans up a construction that failed before the cache existed
@@ -410,17 +427,19 @@ class Session:
         self.model.close()
 
     # -- settings -------------------------------------------------------------------------------------------------
-    def _choose_settings(self, n_prompt: int, override: SpecSettings | None) -> tuple[SpecSettings, DecisionRecord]:
-        return choose_settings(self.policy, self.caps, n_prompt, override, self.sources, self.missing)
+    def _choose_settings(
+        self, n_prompt: int, override: SpecSettings | None, content_class: tuple[str, str] | None = None
+    ) -> tuple[SpecSettings, DecisionRecord]:
+        return choose_settings(self.policy, self.caps, n_prompt, override, self.sources, self.missing, content_class)
 
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
-        prompt = self.format_prompt(request)
+        prompt, text = self.templated(request)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
         request = replace(request, max_tokens=max_tokens, until_context_end=False)
-        settings, record = self._choose_settings(n_prompt, request.speculative)
+        settings, record = self._choose_settings(n_prompt, request.speculative, request_class(request, text))
         grammar = self._compile_grammar(request.grammar)
         try:
             yield from self._generate(request, prompt, settings, record, grammar, cancel)
@@ -462,7 +481,7 @@ class Session:
             )
         elif settings.adaptive and not settings.is_plain:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
-        self.stats.start_request(content_class(self.model.vocab.detokenize(prompt[-512:])))
+        self.stats.start_request(record.content_class or CHAT)
 
         # Prefill only what neither the live memory nor a saved state (the conversation cache) already holds.
         t_prompt = time.perf_counter()

@@ -94,8 +94,26 @@ def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, A
         "steps": summary.steps,
         "finish_reason": summary.finish_reason,
         "spec": summary.settings.label(),
-        "dd": {"applied": bool(dd.get("applied")), "reason": dd.get("reason"), "setting": dd_label},
+        "dd": {
+            "applied": bool(dd.get("applied")),
+            "reason": dd.get("reason"),
+            "setting": dd_label,
+            "content_class": dd.get("content_class"),
+            "class_basis": dd.get("class_basis"),
+        },
     }
+
+
+_BASIS_WORDS = {"class_row": "its own row", "class_fallback": "context-only row"}
+
+
+def class_label(dd: dict[str, Any]) -> str:
+    """The content class part of a decision, e.g. "copy_edit, its own row" ("" when the record has no class)."""
+    cls = dd.get("content_class")
+    if not cls:
+        return ""
+    basis = _BASIS_WORDS.get(dd.get("class_basis") or "")
+    return f"{cls}, {basis}" if basis else str(cls)
 
 
 def format_stats(stats: dict[str, Any]) -> str:
@@ -112,7 +130,10 @@ def format_stats(stats: dict[str, Any]) -> str:
         parts.append(f"cached {stats['cached_tokens']} tokens")
     dd = stats.get("dd") or {}
     state = "on" if dd.get("applied") else "off"
-    parts.append(f"DD {state}: {dd.get('setting', stats.get('spec', '?'))} ({dd.get('reason') or 'n/a'})")
+    why = dd.get("reason") or "n/a"
+    if cls := class_label(dd):
+        why += f"; {cls}"
+    parts.append(f"DD {state}: {dd.get('setting', stats.get('spec', '?'))} ({why})")
     if stats.get("finish_reason") == "cancelled":
         parts.append("stopped")
     elif stats.get("finish_reason") == "length":

@@ -28,6 +28,7 @@ from app import APP_NAME, __version__
 from app.gui.bridge import BackgroundCall
 from app.gui.calibration_panel import CalibrationPanel
 from app.gui.chat import ChatPanel
+from app.gui.chat_request import class_label
 from app.gui.endpoint import EndpointPanel
 from app.gui.instance import SingleInstance
 from app.gui.live import StepRing
@@ -336,8 +337,10 @@ class MainWindow(QMainWindow):
         dd = stats.get("dd") or {}
         if dd:
             state = "on" if dd.get("applied") else "off"
-            self.st_dd.setText(f"DD {state}: {dd.get('setting')}")
-            self.st_dd.setToolTip(f"Dynamic Draft decision for the last reply: {dd.get('reason')}")
+            cls = dd.get("content_class")
+            self.st_dd.setText(f"DD {state}: {dd.get('setting')}" + (f" · {cls}" if cls else ""))
+            why = f"{dd.get('reason')}" + (f"; content class {class_label(dd)}" if cls else "")
+            self.st_dd.setToolTip(f"Dynamic Draft decision for the last reply: {why}")
         self._update_status()
 
     def _update_status(self) -> None:

@@ -59,15 +59,16 @@ class SourceStats:
 
 
 class SpecStats:
-    """Per-request and rolling speculation statistics, per source and per content class ("code" / "prose")."""
+    """Per-request and rolling speculation statistics, per source and per content class (app.policy.content_class,
+    decided once per request by the session)."""
 
     def __init__(self, rolling_window: int = 256) -> None:
         self.request: dict[str, SourceStats] = {}
         self.total: dict[tuple[str, str], SourceStats] = {}
         self.recent: deque[tuple[str, int, int]] = deque(maxlen=rolling_window)
-        self.content_class = "prose"
+        self.content_class = "chat"
 
-    def start_request(self, content_class: str = "prose") -> None:
+    def start_request(self, content_class: str = "chat") -> None:
         self.request = {}
         self.content_class = content_class
 
@@ -88,14 +89,3 @@ class SpecStats:
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Totals since start, keyed "source/content_class", for the metrics endpoint."""
         return {f"{src}/{cls}": s.to_dict() for (src, cls), s in self.total.items()}
-
-
-def content_class(text: str) -> str:
-    """A cheap code-vs-prose tag for telemetry: code fences or a high share of code punctuation."""
-    if "```" in text:
-        return "code"
-    sample = text[-2000:]
-    if not sample:
-        return "prose"
-    code_chars = sum(sample.count(c) for c in "{}();=<>[]_#")
-    return "code" if code_chars / len(sample) > 0.04 else "prose"
