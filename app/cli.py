@@ -158,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--corpus", metavar="FILE", help="calibrate on your own kind of text (a UTF-8 file) instead of the shipped one"
     )
+    p.add_argument(
+        "--corpus-class",
+        metavar="CLASS",
+        help="the content class your --corpus text fills: chat (default), code, copy_edit or structured; the other "
+        "classes use the shipped sections",
+    )
     _add_profile(p)
     _add_server_binary(p)
     p.add_argument("--json", action="store_true")

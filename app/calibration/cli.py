@@ -29,6 +29,14 @@ def plan_changes(args: argparse.Namespace) -> dict[str, object]:
         except OSError as e:
             raise ValueError(f"cannot read --corpus {args.corpus}: {e.strerror or e}") from e
         changes["corpus"] = check_corpus(raw)
+    if getattr(args, "corpus_class", None):
+        from app.policy.content_class import CONTENT_CLASSES
+
+        if not getattr(args, "corpus", None):
+            raise ValueError("--corpus-class says which class your --corpus text fills: give --corpus FILE too")
+        if args.corpus_class not in CONTENT_CLASSES:
+            raise ValueError(f"--corpus-class must be one of {', '.join(CONTENT_CLASSES)}, got {args.corpus_class!r}")
+        changes["corpus_class"] = args.corpus_class
     if getattr(args, "gen_tokens", None) is not None:
         if args.gen_tokens < 1:
             raise ValueError("--gen-tokens must be at least 1")
@@ -73,6 +81,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
                     "saved_to": str(result.saved_to) if result.saved_to else None,
                     "wall_s": round(result.wall_s, 1),
                     "skipped_contexts": result.skipped_contexts,
+                    "skipped_classes": result.skipped_classes,
                     "unsafe": result.unsafe,
                 }
             )
@@ -87,6 +96,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         print(f"\ntable {result.table.table_id} saved to {result.saved_to} (report: {report})")
     if result.skipped_contexts:
         print(f"contexts skipped to stay within the budget: {result.skipped_contexts}")
+    if result.skipped_classes:
+        print(f"class prompts skipped to stay within the budget (they fall back): {result.skipped_classes}")
     if result.unsafe:
         print("unsafe rows (excluded from selection):\n  " + "\n  ".join(result.unsafe))
     print(f"wall time {result.wall_s:.0f}s")

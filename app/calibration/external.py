@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.calibration.runner import (
@@ -69,7 +69,8 @@ def external_candidates(sources: Collection[str], mode: str) -> tuple[SpecSettin
 
 def external_plan(session: ExternalSession, mode: str = "quick", budget_min: float | None = None) -> Plan:
     grid = external_candidates(session.capabilities.sources, mode)
-    return plan_for(session.n_ctx, grid, mode, budget_min)
+    # Context-only: the server sweep has no class sections (its tables have no class rows; every class falls back).
+    return replace(plan_for(session.n_ctx, grid, mode, budget_min), classes=())
 
 
 def honours_per_request(session: ExternalSession) -> bool:

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from app.calibration.classes import GENERAL_INSTRUCTION, general_corpus
+from app.calibration.classes import GENERAL_INSTRUCTION, SECTIONS, class_corpus, general_corpus
 from app.engine.external import ExternalSession
 from app.engine.runtime import Runtime
 from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
-from app.policy.report import ComparisonRow, comparison_rows, to_csv, to_markdown
+from app.policy.content_class import CHAT, CONTENT_CLASSES
+from app.policy.report import ComparisonRow, class_comparison_rows, comparison_rows, to_csv, to_markdown
 from app.policy.store import TableStore
 from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
 from app.runtime.sampling import SamplingParams
@@ -61,7 +62,10 @@ class Plan:
     repeats: int
     budget_s: float | None
     prune_ratio: float = 0.8
-    corpus: str | None = None  # the text prompts are cut from (None: the shipped prose + code corpus)
+    corpus: str | None = None  # the user's own text (None: the shipped corpus); see cell_corpora
+    classes: tuple[str, ...] = ()  # content classes with a section of their own (their own prompts and rows)
+    class_points: int = 1  # how many contexts each class is measured at (every other one, from the shortest)
+    corpus_class: str | None = None  # the class the user's corpus fills (None: chat)
 
 
 @dataclass
@@ -75,6 +79,7 @@ class Result:
     saved_to: Path | None
     skipped_contexts: list[int] = field(default_factory=list)
     unsafe: list[str] = field(default_factory=list)
+    skipped_classes: list[str] = field(default_factory=list)  # "code@512": class cells the budget left out
 
 
 def candidates(loaded: Collection[str], mode: str) -> tuple[SpecSettings, ...]:
@@ -121,6 +126,8 @@ def plan_for(n_ctx: int, grid: tuple[SpecSettings, ...], mode: str, budget_min: 
         gen_tokens=gen,
         repeats=2 if mode == "quick" else 3,
         budget_s=budget,
+        classes=CONTENT_CLASSES,
+        class_points=1 if mode == "quick" else 3,
     )
 
 
@@ -221,15 +228,17 @@ def run_calibration(
     t_start = time.perf_counter()
     fingerprint = session_fingerprint(session)
     usable = [c for c in plan.candidates if c.is_plain or registry.unavailable(c.source, session.sources) is None]
-    corpus = plan.corpus or corpus_text()
-    n_ctx = len(plan.contexts)
-    total_runs = n_ctx * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
+    cells = sweep_cells(plan)
+    corpora = cell_corpora(plan)
+    total_runs = len(cells) * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
     done = 0
     run_seconds: list[float] = []
-    samples: dict[tuple[int, SpecSettings], list[float]] = {}
-    safe: dict[tuple[int, SpecSettings], bool] = {}
-    prompt_len: dict[int, int] = {}
+    # Keyed by cell = (class or None, target context): the context-only sweep and each class's own prompts.
+    samples: dict[tuple[Cell, SpecSettings], list[float]] = {}
+    safe: dict[tuple[Cell, SpecSettings], bool] = {}
+    prompt_len: dict[Cell, int] = {}
     skipped: list[int] = []
+    skipped_cells: list[Cell] = []
     unsafe: list[str] = []
 
     def tick(message: str) -> None:
@@ -242,17 +251,21 @@ def run_calibration(
         if cancel is not None and cancel.is_set():
             raise CalibrationCancelled()
 
-    for ci, target in enumerate(plan.contexts):
+    for ci, cell in enumerate(cells):
+        klass, target = cell
         check_cancel()
         if plan.budget_s is not None and ci > 0 and run_seconds:
-            # The next context costs at least one run per candidate, plus its incremental prefill.
+            # The next cell costs at least one run per candidate, plus its (incremental) prefill.
             est = (len(usable) + 1) * (sum(run_seconds) / len(run_seconds)) * (1.0 + target / 8192)
             if time.perf_counter() - t_start + est > plan.budget_s:
-                skipped.extend(plan.contexts[ci:])
+                skipped_cells.extend(cells[ci:])
+                skipped.extend(t for c, t in cells[ci:] if c is None)
                 break
-        messages, got = build_messages(session, target, corpus)
-        prompt_len[target] = got
-        tick(f"context {got} tokens: prefill and plain decoding (reference)")
+        corpus, instruction = corpora[klass]
+        messages, got = build_messages(session, target, corpus, instruction)
+        prompt_len[cell] = got
+        where = f"context {got} tokens" + (f", {klass}" if klass else "")
+        tick(f"{where}: prefill and plain decoding (reference)")
         t0 = time.perf_counter()
         # Prefill first (one token), so the reference starts from the same cache state as every later run: all of
         # them re-decode only the last prompt token. A reference whose first token came from the big prefill batch
@@ -261,20 +274,20 @@ def run_calibration(
         ref = _run_once(session, messages, PLAIN, plan.gen_tokens, cancel, margins=True)
         run_seconds.append(time.perf_counter() - t0)
         done += 1
-        samples[(target, PLAIN)] = [ref.timings.predicted_per_second]
-        safe[(target, PLAIN)] = True
+        samples[(cell, PLAIN)] = [ref.timings.predicted_per_second]
+        safe[(cell, PLAIN)] = True
 
-        def measure(setting: SpecSettings, ctx: int = target, msgs=messages, reference=ref) -> None:
+        def measure(setting: SpecSettings, key: Cell = cell, msgs=messages, reference=ref, label=where) -> None:
             nonlocal done
             check_cancel()
-            tick(f"context {prompt_len[ctx]} tokens: {setting.label()}")
+            tick(f"{label}: {setting.label()}")
             t = time.perf_counter()
             try:
                 out = _run_once(session, msgs, setting, plan.gen_tokens, cancel)
             except EngineError as e:
-                safe[(ctx, setting)] = False
-                unsafe.append(f"{ctx}: {setting.label()}: failed: {e}")
-                samples.setdefault((ctx, setting), [])
+                safe[(key, setting)] = False
+                unsafe.append(f"{cell_label(key, prompt_len[key])}: {setting.label()}: failed: {e}")
+                samples.setdefault((key, setting), [])
                 return
             finally:
                 run_seconds.append(time.perf_counter() - t)
@@ -284,20 +297,20 @@ def run_calibration(
             )
             ok = verdict.acceptable
             if not ok:
-                unsafe.append(f"{ctx}: {setting.label()}: {verdict.describe()}")
-            safe[(ctx, setting)] = safe.get((ctx, setting), True) and ok
-            samples.setdefault((ctx, setting), []).append(out.timings.predicted_per_second)
+                unsafe.append(f"{cell_label(key, prompt_len[key])}: {setting.label()}: {verdict.describe()}")
+            safe[(key, setting)] = safe.get((key, setting), True) and ok
+            samples.setdefault((key, setting), []).append(out.timings.predicted_per_second)
 
         for setting in usable:
             if not setting.is_plain:
                 measure(setting)
-        best = max(s[0] for (c, _), s in samples.items() if c == target and s)
+        best = max(v[0] for (c, _), v in samples.items() if c == cell and v)
         survivors = [
             s
             for s in usable
             if s.is_plain
             or s == FIXED_BASELINE
-            or (samples.get((target, s)) and samples[(target, s)][0] >= plan.prune_ratio * best)
+            or (samples.get((cell, s)) and samples[(cell, s)][0] >= plan.prune_ratio * best)
         ]
         for _ in range(plan.repeats - 1):
             for setting in survivors:
@@ -307,31 +320,36 @@ def run_calibration(
                     again = _run_once(session, messages, PLAIN, plan.gen_tokens, cancel)
                     run_seconds.append(time.perf_counter() - t)
                     done += 1
-                    samples[(target, PLAIN)].append(again.timings.predicted_per_second)
+                    samples[(cell, PLAIN)].append(again.timings.predicted_per_second)
                 else:
                     measure(setting)
 
-    measured = [c for c in plan.contexts if c in prompt_len]
+    measured = [t for c, t in cells if c is None and (c, t) in prompt_len]
     if not measured:
         raise EngineError("calibration measured nothing: the budget is too small for even one context")
-    ranges = dict(zip(measured, ranges_from_points([prompt_len[c] for c in measured]), strict=True))
+    # A class's rows cover the context-only range of the context they were measured at: the same ranges, fewer.
+    ranges = dict(zip(measured, ranges_from_points([prompt_len[(None, c)] for c in measured]), strict=True))
     measurements = [
         Measurement(
-            ctx_lo=ranges[c][0],
-            ctx_hi=ranges[c][1],
+            ctx_lo=ranges[t][0],
+            ctx_hi=ranges[t][1],
             setting=setting,
             samples_tps=tuple(vals),
-            safe=safe.get((c, setting), False),
-            prompt_tokens=prompt_len[c],
+            safe=safe.get(((c, t), setting), False),
+            prompt_tokens=prompt_len[(c, t)],
+            content_class=c,
         )
-        for (c, setting), vals in samples.items()
-        if c in ranges
+        for ((c, t), setting), vals in samples.items()
+        if t in ranges
     ]
+    classes = sorted({c for c, _ in prompt_len if c is not None}, key=CONTENT_CLASSES.index)
     table = new_table(
         fingerprint,
         build_rows(measurements),
         notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy"
-        + (f", your own text ({len(plan.corpus)} characters)" if plan.corpus else ", the shipped corpus"),
+        + (f", your own text ({len(plan.corpus)} characters)" if plan.corpus else ", the shipped corpus")
+        + (f"; classes: {', '.join(classes)}" if classes else "")
+        + (f" (your text: {corpus_class(plan)})" if plan.corpus and classes else ""),
     )
     rows = report_rows(table)
     saved = None
@@ -348,6 +366,7 @@ def run_calibration(
         saved_to=saved,
         skipped_contexts=skipped,
         unsafe=unsafe,
+        skipped_classes=[cell_label(c) for c in skipped_cells if c[0] is not None],
     )
 
 
@@ -355,7 +374,51 @@ def report_rows(table: FrontierTable) -> list[ComparisonRow]:
     """The static-vs-DD report of a table, as the CLI prints it and the app shows it: static is the fixed n2,p0
     baseline when the table measured a draft model, else the best static setting."""
     has_draft = any(r.setting.source in ("draft", "pool") for r in table.rows)
-    return comparison_rows(table, fixed=FIXED_BASELINE if has_draft else None)
+    fixed = FIXED_BASELINE if has_draft else None
+    return comparison_rows(table, fixed=fixed) + class_comparison_rows(table, fixed=fixed)
+
+
+Cell = tuple[str | None, int]
+"""One prompt the sweep measures every candidate on: (content class or None for the context-only sweep, target)."""
+
+
+def sweep_cells(plan: Plan) -> list[Cell]:
+    """The sweep's order: per context, the context-only prompt, then each class measured at that context.
+
+    Classes are measured at fewer contexts (`class_points`: every other context from the shortest), so a quick
+    sweep stays inside its budget; rows a class lacks fall back to the context-only ones. Cells are in increasing
+    context order, so the budget cuts the longest (most expensive) ones first.
+    """
+    classes = [c for c in CONTENT_CLASSES if c in plan.classes or (plan.corpus and c == corpus_class(plan))]
+    class_at = set(plan.contexts[0::2][: max(0, plan.class_points)]) if classes else set()
+    cells: list[Cell] = []
+    for target in plan.contexts:
+        cells.append((None, target))
+        if target in class_at:
+            cells += [(c, target) for c in classes]
+    return cells
+
+
+def corpus_class(plan: Plan) -> str:
+    """The class the user's own corpus fills (chat unless the plan says otherwise)."""
+    return plan.corpus_class or CHAT
+
+
+def cell_corpora(plan: Plan) -> dict[str | None, tuple[str, str]]:
+    """(text, instruction) per cell kind: the context-only sweep reads the user's text (else the shipped prose and
+    code) under the general instruction; a class reads its shipped section under its own instruction, except the
+    class the user's text fills, which reads that text."""
+    out: dict[str | None, tuple[str, str]] = {None: (plan.corpus or corpus_text(), INSTRUCTION)}
+    for c, section in SECTIONS.items():
+        text = plan.corpus if plan.corpus and c == corpus_class(plan) else class_corpus(c)
+        out[c] = (text, section.instruction)
+    return out
+
+
+def cell_label(cell: Cell, prompt_tokens: int | None = None) -> str:
+    """ "512" for a context-only cell, "code@512" for a class's (the measured length when given)."""
+    n = cell[1] if prompt_tokens is None else prompt_tokens
+    return str(n) if cell[0] is None else f"{cell[0]}@{n}"
 
 
 def plan_with(plan: Plan, **changes: object) -> Plan:

@@ -226,12 +226,17 @@ class CalibrationPanel(QWidget):
         changes: dict[str, Any] = {}
         if corpus is not None:
             from app.calibration.runner import check_corpus
+            from app.policy.content_class import content_class
 
             try:
                 changes["corpus"] = check_corpus(corpus)
             except ValueError as e:
                 self.status.setText(f"Cannot calibrate {what}: {e}")
                 return
+            # Your text fills the class it falls in (the same detector that classifies requests); the other
+            # classes keep the shipped sections.
+            changes["corpus_class"] = content_class(changes["corpus"])
+            what += f" (your text fills the {changes['corpus_class']} class)"
         runner, engine, relay = self.runner, self.engine, self._relay
         cancel = self._cancel = threading.Event()
         self._call = BackgroundCall(
@@ -270,6 +275,11 @@ class CalibrationPanel(QWidget):
             self.status.setText(
                 f"Calibration finished in {result.wall_s:.0f} s; table saved and active."
                 + (f" Contexts skipped for time: {result.skipped_contexts}." if result.skipped_contexts else "")
+                + (
+                    f" Class prompts skipped for time (they use the context rows): {result.skipped_classes}."
+                    if getattr(result, "skipped_classes", None)
+                    else ""
+                )
             )
         self.refresh_table_status()
         self.finished.emit(result)
@@ -292,12 +302,16 @@ class CalibrationPanel(QWidget):
         static setting below it, and the frontier plot."""
         from app.calibration.runner import report_rows
         from app.policy.frontier import frontier_choices
-        from app.policy.report import display_cells
+        from app.policy.report import display_cells, display_columns, has_classes
 
         rows = report_rows(table)
+        columns = display_columns(rows)  # a leading Class column when the table has class rows
+        self.report.setColumnCount(len(columns))
+        self.report.setHorizontalHeaderLabels(list(columns))
         self.report.setRowCount(len(rows))
+        with_class = has_classes(rows)
         for i, r in enumerate(rows):
-            for j, text in enumerate(display_cells(r)):
+            for j, text in enumerate(display_cells(r, with_class)):
                 self.report.setItem(i, j, QTableWidgetItem(text))
         static, _ = frontier_choices(table)
         fixed = rows[0].static_setting.label() if rows else "–"
@@ -312,7 +326,7 @@ class CalibrationPanel(QWidget):
         )
         self.plot.clear()
         by_setting: dict[str, list[tuple[float, float]]] = {}
-        for row in table.rows:
+        for row in table.context_rows:  # the main frontier; class rows are in the table above
             if row.safe:
                 x = float(row.prompt_tokens or max(1, (row.ctx_lo + row.ctx_hi) // 2))
                 by_setting.setdefault(row.setting.label(), []).append((x, row.median_tps))
@@ -320,8 +334,10 @@ class CalibrationPanel(QWidget):
             pts.sort()
             pen = pg.mkPen(pg.intColor(k, hues=max(8, len(by_setting))), width=1)
             self.plot.plot([p[0] for p in pts], [p[1] for p in pts], pen=pen, symbol="o", symbolSize=4, name=label)
-        where = {(r.ctx_lo, r.ctx_hi): float(r.prompt_tokens or 1) for r in table.rows}
-        chosen = [(where[(r.ctx_lo, r.ctx_hi)], r.dd_tps) for r in rows if r.dd_tps is not None]
+        where = {(r.ctx_lo, r.ctx_hi): float(r.prompt_tokens or 1) for r in table.context_rows}
+        chosen = [
+            (where[(r.ctx_lo, r.ctx_hi)], r.dd_tps) for r in rows if r.dd_tps is not None and r.content_class is None
+        ]
         self.plot.plot(
             [c[0] for c in chosen],
             [c[1] for c in chosen],

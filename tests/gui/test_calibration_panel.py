@@ -7,7 +7,7 @@ from app.engine.identity import calibration_store
 from app.speculative.settings import PLAIN, SpecSettings
 
 
-def _tiny(engine, progress, cancel, contexts=(64,)):  # type: ignore[no-untyped-def]
+def _tiny(engine, progress, cancel, contexts=(64,), classes=("copy_edit",), **changes):  # type: ignore[no-untyped-def]
     return run_quick(
         engine,
         progress,
@@ -17,6 +17,8 @@ def _tiny(engine, progress, cancel, contexts=(64,)):  # type: ignore[no-untyped-
         gen_tokens=6,
         repeats=1,
         budget_s=None,
+        classes=classes,
+        **changes,
     )
 
 
@@ -32,8 +34,11 @@ def test_tiny_calibration_from_the_panel_shows_its_table(qtbot, gui_engine) -> N
         assert panel.cancel_btn.isVisible() or panel._call is not None
     result = blocker.args[0]
     assert result.saved_to is not None and result.saved_to.is_file()
-    assert panel.report.rowCount() == 1
-    assert panel.report.item(0, 0).text() == result.table.rows[0].prompt_tokens.__str__()
+    # One context-only row and the copy_edit class's own row, under a leading Class column.
+    assert panel.report.rowCount() == 2 and panel.report.horizontalHeaderItem(0).text() == "Class"
+    assert [panel.report.item(i, 0).text() for i in range(2)] == ["any", "copy_edit"]
+    assert panel.report.item(0, 1).text() == result.table.rows[0].prompt_tokens.__str__()
+    assert set(result.table.class_ranges) == {"copy_edit"}
     qtbot.waitUntil(lambda: "Active table" in panel.table_status.text(), timeout=30_000)
 
 
@@ -52,3 +57,19 @@ def test_cancel_keeps_the_previous_state(qtbot, gui_engine) -> None:  # type: ig
     qtbot.waitUntil(lambda: "cancelled" in panel.status.text(), timeout=120_000)
     cfg = gui_engine.config
     assert calibration_store(cfg.model, cfg.draft).active_id() is None
+
+
+def test_calibrating_on_a_file_fills_the_class_its_text_falls_in(qtbot, gui_engine, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from app.gui.calibration_panel import CalibrationPanel
+
+    code = tmp_path / "mine.py"
+    code.write_text("def load(path):\n    with open(path) as f:\n        return [ln.split(',') for ln in f]\n\n" * 8)
+    panel = CalibrationPanel(runner=lambda e, p, c, **ch: _tiny(e, p, c, classes=(), **ch))
+    qtbot.addWidget(panel)
+    panel.set_engine(gui_engine)
+    with qtbot.waitSignal(panel.finished, timeout=180_000) as blocker:
+        panel.start_on_text_file(str(code))
+        assert "fills the code class" in panel.status.text()
+    table = blocker.args[0].table
+    assert set(table.class_ranges) == {"code"}  # the detector put the file in code; the other classes kept none
+    assert "your own text" in table.notes and "classes: code" in table.notes
