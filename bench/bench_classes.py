@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-_EDIT_CODE = '''def load_scores(path):
+_EDIT_CODE = """def load_scores(path):
     scores = {}
     with open(path) as f:
         for line in f:
@@ -57,7 +57,7 @@ def report(path):
     print("average:", round(average(scores), 2))
     for name in best_players(scores):
         print("top:", name, scores[name])
-'''
+"""
 
 _EDIT_PROSE = (
     "Our team spent the last quater rebuilding the onboarding flow for new customers. The old flow asked for ten "
@@ -69,7 +69,7 @@ _EDIT_PROSE = (
     "screens, and on the welcome email, which many people never recieve because it lands in their spam folder."
 )
 
-_JS = '''function groupBy(items, key) {
+_JS = """function groupBy(items, key) {
   const out = {};
   for (const item of items) {
     const k = item[key];
@@ -91,7 +91,7 @@ function countBy(items, key) {
 }
 
 module.exports = { groupBy, countBy };
-'''
+"""
 
 _ORDER_TEXT = (
     "Hello, this is Jonas Berg from Lakeside Bakery. I would like to order 40 sourdough loaves, 120 croissants and "
@@ -218,6 +218,198 @@ def measure(out: str, threads: int, max_tokens: int, traces: bool) -> None:
     s.close()
 
 
+def calibrate(out: str, threads: int, budget_min: float | None) -> None:
+    """The quick calibration with its class sections on the pair (not saved into the user's tables: dry run)."""
+    from app.calibration.runner import default_plan, run_calibration
+
+    s = _session(threads)
+    plan = default_plan(s, "quick", budget_min)
+    t0 = time.perf_counter()
+
+    def show(p) -> None:  # type: ignore[no-untyped-def]
+        print(f"\r  [{p.done:>3}/{p.total}] ETA {p.eta_s:5.0f}s {p.message[:60]:<60}", end="", flush=True)
+
+    result = run_calibration(s, plan, progress=show, dry_run=True)
+    print(f"\nquick calibration {time.perf_counter() - t0:.0f}s; skipped contexts {result.skipped_contexts}, "
+          f"skipped class prompts {result.skipped_classes}")  # fmt: skip
+    print(result.markdown)
+    Path(out).write_text(result.table.to_json())
+    s.close()
+
+
+# -- report -------------------------------------------------------------------------------------------------------
+
+
+def _mix(items: list[tuple[int, float]]) -> float:
+    """tok/s of a set of runs taken together: total tokens / total time."""
+    tokens = sum(n for n, _ in items)
+    ms = sum(t for _, t in items)
+    return tokens / ms * 1000.0 if ms else 0.0
+
+
+POLICIES = ("class-aware DD", "context-only DD", "oracle", "plain")
+
+
+def cpu_rows(runs: dict, table_json: str) -> tuple[list[dict], dict]:
+    """Per prompt: each policy's pick and its measured (tokens, ms); DD's picks through DynamicDraftPolicy."""
+    from app.policy import DraftCaps, DynamicDraftPolicy, FrontierTable
+
+    table = FrontierTable.from_json(table_json)
+    policy = DynamicDraftPolicy(table, table.fingerprint)
+    caps = DraftCaps(n_max=16, draft_loaded=True)  # the engine's default allocation (draft_n_max_cap)
+    rows = []
+    for p in runs["prompts"]:
+        r = p["runs"]
+        safe = {k: v for k, v in r.items() if v["safe"]}
+        picks = {
+            "class-aware DD": policy.decide(p["prompt_tokens"], None, caps, p["class"])[0].label(),
+            "context-only DD": policy.decide(p["prompt_tokens"], None, caps)[0].label(),
+            "oracle": max(safe, key=lambda k: safe[k]["tok_s"]),
+            "plain": "off",
+        }
+        basis = policy.decide(p["prompt_tokens"], None, caps, p["class"])[1].class_basis
+        missing = [v for v in picks.values() if v not in r]
+        if missing:
+            raise SystemExit(f"{p['name']}: DD picked {missing}, which the runs did not measure")
+        rows.append(
+            {
+                "name": p["name"],
+                "class": p["class"],
+                "expected": p["expected"],
+                "prompt_tokens": p["prompt_tokens"],
+                "basis": basis,
+                "picks": picks,
+                "tok_s": {k: r[v]["tok_s"] for k, v in picks.items()},
+                "cost": {k: (r[v]["tokens"], r[v]["ms"]) for k, v in picks.items()},
+                "unsafe_picks": [k for k, v in picks.items() if not r[v]["safe"]],
+            }
+        )
+    return rows, {"table_id": table.table_id, "notes": table.notes}
+
+
+def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str) -> list[dict]:
+    """SIMULATED per context: each policy's mix tok/s from the traces on the H200 cost curves. DD's picks are made on
+    the simulated calibration-prompt traces: per class (class-aware) or the general one (context-only)."""
+    from simulate import CostCurve, Device, simulate
+
+    from app.calibration.runner import candidates
+
+    costs = json.loads(Path(costs_path).read_text())["models"]
+    dev = Device(CostCurve(costs[target]["ms"]), CostCurve(costs[draft]["ms"]))
+    grid = candidates(("draft", "lookup"), "quick")  # the same candidates the CPU calibration measures
+    by_name = {t["name"]: t for t in traces}
+    work = [t for t in traces if not t["name"].startswith("calib-")]
+    classes = {name: cls for name, cls, _ in HELD_OUT}
+    out = []
+    for ctx in dev.target.depths:
+
+        def tps(tr: dict, s, ctx: int = ctx) -> tuple[int, float]:  # type: ignore[no-untyped-def]
+            r = simulate([tr], s, ctx, dev)
+            n = len(tr["output"])
+            return n, n / r["tok_s"] * 1000.0 if r["tok_s"] else float("inf")
+
+        def best_on(tr: dict):  # type: ignore[no-untyped-def]
+            return max(grid, key=lambda x: len(tr["output"]) / tps(tr, x)[1])
+
+        general = best_on(by_name["calib-general"])
+        per_class = {c: best_on(by_name[f"calib-{c}"]) for c in {classes[t["name"]] for t in work}}
+        picks: dict[str, list[tuple[int, float]]] = {k: [] for k in POLICIES}
+        per_class_mix: dict[str, dict[str, list[tuple[int, float]]]] = {}
+        chosen = {}
+        for tr in work:
+            cls = classes[tr["name"]]
+            timed = {s.label(): tps(tr, s) for s in grid}
+            oracle = min(timed, key=lambda k: timed[k][1] / timed[k][0])
+            sel = {
+                "class-aware DD": per_class[cls].label(),
+                "context-only DD": general.label(),
+                "oracle": oracle,
+                "plain": "off",
+            }
+            chosen[tr["name"]] = sel
+            for k, v in sel.items():
+                picks[k].append(timed[v])
+                per_class_mix.setdefault(cls, {q: [] for q in POLICIES})[k].append(timed[v])
+        out.append(
+            {
+                "context": ctx,
+                "mix": {k: _mix(v) for k, v in picks.items()},
+                "per_class": {c: {k: _mix(v) for k, v in m.items()} for c, m in per_class_mix.items()},
+                "dd_class_picks": {c: s.label() for c, s in per_class.items()},
+                "dd_context_pick": general.label(),
+                "picks": chosen,
+            }
+        )
+    return out
+
+
+def _ratios(m: dict) -> str:
+    c = m["class-aware DD"]
+    return (
+        f"{m['class-aware DD']:.2f} | {m['context-only DD']:.2f} | {m['oracle']:.2f} | {m['plain']:.2f} | "
+        f"{c / m['context-only DD']:.3f} | {c / m['oracle']:.3f} | {c / m['plain']:.3f}"
+    )
+
+
+HEAD = (
+    "| | class-aware DD tok/s | context-only DD tok/s | oracle tok/s | plain tok/s | class / context-only "
+    "| class / oracle | class / plain |\n|---|---|---|---|---|---|---|---|"
+)
+
+
+def report(runs_path: str, table_path: str, costs: str | None, target: str, draft: str, md: str | None) -> None:
+    runs = json.loads(Path(runs_path).read_text())
+    rows, info = cpu_rows(runs, Path(table_path).read_text())
+    lines = [
+        f"CPU, measured: {len(rows)} held-out prompts, {runs['max_tokens']} tokens greedy, --threads "
+        f"{runs['threads']}; every candidate of the quick grid ran once per prompt, and every policy's figure is "
+        f"its pick's run (DD picks among the measured candidates). Table {info['table_id']} ({info['notes']}).",
+        "",
+        "| prompt | class (expected) | prompt tokens | class-aware DD | context-only DD | oracle | plain "
+        "| class row? |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cell = {k: f"{r['picks'][k]} {r['tok_s'][k]:.2f}" for k in POLICIES}
+        flag = " (unsafe: " + ", ".join(r["unsafe_picks"]) + ")" if r["unsafe_picks"] else ""
+        lines.append(
+            f"| {r['name']} | {r['class']} ({r['expected']}) | {r['prompt_tokens']} | {cell['class-aware DD']} | "
+            f"{cell['context-only DD']} | {cell['oracle']} | {cell['plain']} | {r['basis']}{flag} |"
+        )
+    lines += ["", HEAD]
+    mix = {k: _mix([r["cost"][k] for r in rows]) for k in POLICIES}
+    lines.append(f"| mix | {_ratios(mix)} |")
+    for cls in dict.fromkeys(r["class"] for r in rows):
+        sub = [r for r in rows if r["class"] == cls]
+        lines.append(f"| {cls} | {_ratios({k: _mix([r['cost'][k] for r in sub]) for k in POLICIES})} |")
+    result: dict = {"cpu": {"rows": rows, "mix": mix, "table": info}}
+    if costs:
+        sim = simulated_rows(runs["traces"], costs, target, draft)
+        result["simulated"] = {"costs": costs, "target": target, "draft": draft, "contexts": sim}
+        lines += [
+            "",
+            f"SIMULATED (H200 cost curves {costs}, target {target}, draft {draft}; acceptance from the CPU traces "
+            "recorded here; DD picks on the simulated calibration-prompt traces):",
+            "",
+            HEAD.replace("| |", "| context |", 1),
+        ]
+        for r in sim:
+            lines.append(f"| {r['context']} mix | {_ratios(r['mix'])} |")
+            for cls, m in r["per_class"].items():
+                lines.append(f"| {r['context']} {cls} | {_ratios(m)} |")
+        lines.append("")
+        for r in sim:
+            lines.append(
+                f"- context {r['context']}: class-aware DD picks {r['dd_class_picks']}; context-only DD picks "
+                f"{r['dd_context_pick']}"
+            )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if md:
+        Path(md).write_text(text)
+        Path(md).with_suffix(".json").write_text(json.dumps(result, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -226,9 +418,24 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--threads", type=int, default=1)
     m.add_argument("--max-tokens", type=int, default=96)
     m.add_argument("--no-traces", action="store_true")
+    c = sub.add_parser("calibrate")
+    c.add_argument("--out", required=True)
+    c.add_argument("--threads", type=int, default=1)
+    c.add_argument("--budget-min", type=float, default=None)
+    r = sub.add_parser("report")
+    r.add_argument("--runs", required=True)
+    r.add_argument("--table", required=True)
+    r.add_argument("--h200-costs", default=None)
+    r.add_argument("--target", default="q32b+fa")
+    r.add_argument("--draft", default="q05b+fa")
+    r.add_argument("--md", default=None)
     args = ap.parse_args(argv)
     if args.cmd == "measure":
         measure(args.out, args.threads, args.max_tokens, not args.no_traces)
+    elif args.cmd == "calibrate":
+        calibrate(args.out, args.threads, args.budget_min)
+    else:
+        report(args.runs, args.table, args.h200_costs, args.target, args.draft, args.md)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Benchmark DynamicDraftPolicy.decide() on a 64-row table: median/p90 time per call; prints, asserts nothing."""
+"""Benchmark DynamicDraftPolicy.decide() on a 64-row table with class rows (median/p90 time per call), and the
+content-class detector's cost apart from the lookup, on templated prompts up to 32k tokens; prints, asserts nothing."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ SETTINGS = [
 POINTS = [512, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 FP = Fingerprint("a" * 64, "draft", "b" * 64, "cpu", "bench", "b0", 131072, 0, 2, False)
 BATCH = 50  # calls per timed batch, so perf_counter_ns overhead is amortised
-BATCHES = 2000
+BATCHES = 1000
 
 
 def build_policy() -> DynamicDraftPolicy:
@@ -42,9 +43,26 @@ def build_policy() -> DynamicDraftPolicy:
         for s in SETTINGS
     ]
     rows = [r if r.setting != PLAIN else FrontierRow(r.ctx_lo, r.ctx_hi, PLAIN, 40.0, 1.0, 5, True) for r in rows]
+    assert len(rows) == 64
+    # Class frontiers at the two shortest ranges (as a calibration measures them: the same ranges, fewer).
+    for cls in ("code", "copy_edit"):
+        for lo, hi in ranges_from_points(POINTS, upper=POINTS[-1] + 1)[:2]:
+            rows += [FrontierRow(lo, hi, s, rng.uniform(10, 150), rng.uniform(0, 4), 5, True, content_class=cls)
+                     for s in SETTINGS]  # fmt: skip
     table = new_table(FP, rows)
-    assert len(table.rows) == 64
     return DynamicDraftPolicy(table, FP, default=SETTINGS[1])
+
+
+def templated(n_tokens: int) -> tuple[str, str]:
+    """(templated prompt, last user turn) of about n_tokens (~4 characters a token): a code file plus an edit."""
+    from app.calibration.classes import class_corpus
+
+    block = class_corpus("code")
+    user = (block * (n_tokens * 4 // len(block) + 1))[: n_tokens * 4] + "\n\nRename `sku` to `code`, return the file."
+    return (
+        f"<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n",
+        user,
+    )
 
 
 def per_call_ns(fn: Callable[[], object]) -> tuple[float, float]:
@@ -98,6 +116,27 @@ def main() -> None:
     dec, _ = per_call_ns(partial(policy.decide, 3000, None, caps))
     sel, _ = per_call_ns(partial(policy.select, 3000, caps))
     print(f"ratio decide()/select() at 3000 tokens: {dec / sel:.2f}; decide() median vs 1 us target: {dec / 1000:.2f}x")
+    print("\nwith a content class (the class step is one dict read in the same precomputed plan):")
+    for n in (100, 3000):
+        for cls in ("copy_edit", "chat"):
+            med, p90 = per_call_ns(partial(policy.decide, n, None, caps, cls))
+            rec = policy.decide(n, None, caps, cls)[1]
+            print(f"{n:>7} {'decide(' + cls + ')':<34} {med / 1000:>10.3f} {p90 / 1000:>8.3f} {'':>8}  "
+                  f"{rec.class_basis}")  # fmt: skip
+    from app.policy.content_class import classify
+
+    print("\ncontent-class detector (app.policy.content_class.classify), apart from the lookup:")
+    print(f"{'prompt':>7} {'chars':>8} {'class':<10} {'cue':<18} {'median us':>10} {'p90 us':>8}")
+    for n in (100, 4096, 32768):
+        text, user = templated(n)
+        got = classify(text, user)
+        med, p90 = per_call_ns(partial(classify, text, user))
+        print(f"{n:>7} {len(text):>8} {got[0]:<10} {got[1]:<18} {med / 1000:>10.3f} {p90 / 1000:>8.3f}")
+    ask = "Tell me about the history of tea in a few paragraphs."
+    chat = f"<|im_start|>user\n{ask}<|im_end|>\n<|im_start|>assistant\n"
+    med, p90 = per_call_ns(partial(classify, chat, ask))
+    got = classify(chat, ask)
+    print(f"{'short':>7} {len(chat):>8} {got[0]:<10} {got[1]:<18} {med / 1000:>10.3f} {p90 / 1000:>8.3f}")
 
 
 if __name__ == "__main__":
