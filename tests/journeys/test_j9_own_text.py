@@ -14,9 +14,14 @@ def test_calibrate_on_your_own_text(smollm2_path: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "mine.py"
     corpus.write_text(TEXT)
     args = ("calibrate", "--model", str(smollm2_path), "--quick", "--contexts", "48", "--gen-tokens", "4", *THREADS)
-    p = dynadraft(*args, "--corpus", str(corpus), "--json")
+    p = dynadraft(*args, "--corpus", str(corpus), "--corpus-class", "code", "--json")
     assert p.returncode == 0, p.stderr[-2000:]
-    assert f"your own text ({len(TEXT.strip())} characters)" in json.loads(p.stdout)["table"]["notes"]
+    table = json.loads(p.stdout)["table"]
+    assert f"your own text ({len(TEXT.strip())} characters)" in table["notes"] and "(your text: code)" in table["notes"]
+    # Every class got its own rows (the shipped sections, and this text for code), beside the context-only ones.
+    assert {r.get("content_class") for r in table["rows"]} == {None, "chat", "code", "copy_edit", "structured"}
+    wrong = dynadraft(*args, "--corpus", str(corpus), "--corpus-class", "poetry")
+    assert wrong.returncode == 2 and "--corpus-class must be one of chat, code, copy_edit, structured" in wrong.stderr
     corpus.write_text("too short")
     bad = dynadraft(*args, "--corpus", str(corpus))
     assert bad.returncode == 2 and "at least 200" in bad.stderr

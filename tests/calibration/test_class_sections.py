@@ -1,0 +1,43 @@
+"""The calibration's class sections: which prompts a sweep measures, and that each section's prompts are its class."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.calibration.classes import SECTIONS, class_corpus
+from app.calibration.runner import INSTRUCTION, Plan, cell_corpora, plan_for, sweep_cells
+from app.policy.content_class import CONTENT_CLASSES, content_class
+from app.speculative.settings import PLAIN
+
+
+@pytest.mark.parametrize("cls", CONTENT_CLASSES)
+@pytest.mark.parametrize("chars", [700, 2500, 9000])
+def test_each_section_prompt_is_detected_as_its_class(cls: str, chars: int) -> None:
+    text = class_corpus(cls)
+    doc = (text * (chars // len(text) + 1))[:chars]  # long contexts cycle the section, as build_messages does
+    user = doc + SECTIONS[cls].instruction
+    assert content_class(user, user) == cls
+
+
+def test_quick_measures_every_class_at_the_shortest_context_only() -> None:
+    plan = plan_for(4096, (PLAIN,), "quick", None)
+    assert plan.contexts == (512, 1024, 2048, 3968) and plan.classes == CONTENT_CLASSES
+    cells = sweep_cells(plan)
+    assert cells[:5] == [(None, 512), ("chat", 512), ("code", 512), ("copy_edit", 512), ("structured", 512)]
+    assert cells[5:] == [(None, 1024), (None, 2048), (None, 3968)]  # the budget cuts from the end: long first
+
+
+def test_full_measures_classes_at_every_other_context_up_to_three() -> None:
+    plan = plan_for(40000, (PLAIN,), "full", None)
+    at = sorted({t for c, t in sweep_cells(plan) if c == "code"})
+    assert at == [512, 2048, 8192]
+
+
+def test_your_text_fills_one_class_and_the_context_sweep() -> None:
+    mine = "my own words " * 40
+    plan = Plan(contexts=(64, 128), candidates=(PLAIN,), gen_tokens=4, repeats=1, budget_s=None, corpus=mine)
+    # A plan without class sections still measures the class the text fills (chat by default).
+    assert sweep_cells(plan) == [(None, 64), ("chat", 64), (None, 128)]
+    corpora = cell_corpora(Plan(**{**plan.__dict__, "corpus_class": "code", "classes": CONTENT_CLASSES}))
+    assert corpora[None] == (mine, INSTRUCTION) and corpora["code"] == (mine, SECTIONS["code"].instruction)
+    assert corpora["chat"][0] == class_corpus("chat")  # the other classes keep the shipped sections
