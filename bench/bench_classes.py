@@ -218,12 +218,17 @@ def measure(out: str, threads: int, max_tokens: int, traces: bool) -> None:
     s.close()
 
 
-def calibrate(out: str, threads: int, budget_min: float | None) -> None:
-    """The quick calibration with its class sections on the pair (not saved into the user's tables: dry run)."""
+def calibrate(out: str, threads: int, budget_min: float | None, contexts: str | None) -> None:
+    """The quick calibration with its class sections on the pair (not saved into the user's tables: dry run);
+    `contexts` restricts it (e.g. "512": the range every held-out prompt falls in, all classes measured there)."""
+    from dataclasses import replace
+
     from app.calibration.runner import default_plan, run_calibration
 
     s = _session(threads)
     plan = default_plan(s, "quick", budget_min)
+    if contexts:
+        plan = replace(plan, contexts=tuple(int(c) for c in contexts.split(",")))
     t0 = time.perf_counter()
 
     def show(p) -> None:  # type: ignore[no-untyped-def]
@@ -422,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", required=True)
     c.add_argument("--threads", type=int, default=1)
     c.add_argument("--budget-min", type=float, default=None)
+    c.add_argument("--contexts", default=None)
     r = sub.add_parser("report")
     r.add_argument("--runs", required=True)
     r.add_argument("--table", required=True)
@@ -433,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "measure":
         measure(args.out, args.threads, args.max_tokens, not args.no_traces)
     elif args.cmd == "calibrate":
-        calibrate(args.out, args.threads, args.budget_min)
+        calibrate(args.out, args.threads, args.budget_min, args.contexts)
     else:
         report(args.runs, args.table, args.h200_costs, args.target, args.draft, args.md)
     return 0

@@ -36,6 +36,9 @@ def test_send_streams_persists_and_survives_restart(make_window, gui_engine, qtb
     assert stats["dd"]["reason"]  # the Dynamic Draft decision is recorded with a reason
     bubble = w.chat.bubbles()[-1]
     assert bubble.role == "assistant" and "tok/s" in bubble.stats_label.text()
+    # The request's content class is in the decision record, the reply's footer and the status bar.
+    assert stats["dd"]["content_class"] == "chat" and "chat" in bubble.stats_label.text()
+    assert "chat" in w.st_dd.text() and "content class chat" in w.st_dd.toolTip()
     assert bubble.regen_btn.isVisible()
     conv_id = w.chat.conv.id  # type: ignore[union-attr]
     w.close()
