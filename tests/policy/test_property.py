@@ -66,3 +66,41 @@ def test_random_tables_respect_invariants() -> None:
         # Beyond the largest range: the best static setting (or plain if none).
         top = table.ranges[-1][1]
         assert policy.decide(top + 10, None, WIDE)[0] == (static.setting if static else PLAIN)
+
+
+def test_random_class_frontiers_respect_the_same_invariants() -> None:
+    from app.policy.content_class import CONTENT_CLASSES
+
+    rng = random.Random(20261201)
+    for _ in range(300):
+        table, ranges = random_table(rng)
+        rows = list(table.rows)
+        for cls in rng.sample(CONTENT_CLASSES, rng.randint(1, 4)):
+            for lo, hi in rng.sample(ranges, rng.randint(1, len(ranges))):  # fewer ranges than context-only
+                for s in rng.sample(CANDIDATES, rng.randint(1, len(CANDIDATES))):
+                    spread = rng.choice([0.0, rng.uniform(0, 10)])
+                    rows.append(FrontierRow(lo, hi, s, rng.uniform(5, 150), spread, 3, rng.random() > 0.15, None, cls))
+        table = new_table(FP, rows)
+        policy = DynamicDraftPolicy(table, FP)
+        static = best_static(table)
+        for cls in CONTENT_CLASSES:
+            own = table.class_ranges.get(cls, ())
+            for lo, hi in table.ranges:
+                for n in (lo, hi - 1):
+                    selected, rec = policy.decide(n, None, WIDE, cls)
+                    mine = next(((a, b) for a, b in own if a <= n < b), None)
+                    if mine is None:  # no evidence for the class here: exactly the context-only decision
+                        assert rec.class_basis == "class_fallback"
+                        assert selected == policy.decide(n, None, WIDE)[0]
+                        continue
+                    assert rec.class_basis == "class_row" and (rec.ctx_lo, rec.ctx_hi) == mine
+                    by = {r.setting: r for r in table.rows_in(mine, cls)}
+                    row = by.get(selected)
+                    if row is None or not row.safe:
+                        assert selected == PLAIN
+                        continue
+                    s_row = by.get(static.setting) if static is not None else None
+                    if s_row is not None and s_row.safe:
+                        assert row.median_tps >= s_row.median_tps
+                        if selected != static.setting:
+                            assert row.median_tps - s_row.median_tps > noise_margin(row, s_row)
