@@ -218,7 +218,9 @@ def measure(out: str, threads: int, max_tokens: int, traces: bool) -> None:
     s.close()
 
 
-def calibrate(out: str, threads: int, budget_min: float | None, contexts: str | None) -> None:
+def calibrate(
+    out: str, threads: int, budget_min: float | None, contexts: str | None, classes: str | None, add_to: str | None
+) -> None:
     """The quick calibration with its class sections on the pair (not saved into the user's tables: dry run);
     `contexts` restricts it (e.g. "512": the range every held-out prompt falls in, all classes measured there)."""
     from dataclasses import replace
@@ -229,6 +231,10 @@ def calibrate(out: str, threads: int, budget_min: float | None, contexts: str | 
     plan = default_plan(s, "quick", budget_min)
     if contexts:
         plan = replace(plan, contexts=tuple(int(c) for c in contexts.split(",")))
+    if classes:
+        plan = replace(plan, classes=tuple(classes.split(",")))
+    if budget_min == 0:
+        plan = replace(plan, budget_s=None)
     t0 = time.perf_counter()
 
     def show(p) -> None:  # type: ignore[no-untyped-def]
@@ -238,7 +244,17 @@ def calibrate(out: str, threads: int, budget_min: float | None, contexts: str | 
     print(f"\nquick calibration {time.perf_counter() - t0:.0f}s; skipped contexts {result.skipped_contexts}, "
           f"skipped class prompts {result.skipped_classes}")  # fmt: skip
     print(result.markdown)
-    Path(out).write_text(result.table.to_json())
+    table = result.table
+    if add_to:  # top up an earlier table of the same fingerprint with these class rows (its own rows are kept)
+        from app.policy import FrontierTable, new_table
+
+        old = FrontierTable.from_json(Path(add_to).read_text())
+        assert old.fingerprint == table.fingerprint, "tables of different setups"
+        fresh = [r for r in table.rows if r.content_class is not None and r.content_class in plan.classes]
+        kept = [r for r in old.rows if r.content_class is None or r.content_class not in plan.classes]
+        table = new_table(old.fingerprint, kept + fresh, notes=f"{old.notes}; topped up with {', '.join(plan.classes)} "
+                          f"from {table.table_id} ({table.notes})")  # fmt: skip
+    Path(out).write_text(table.to_json())
     s.close()
 
 
@@ -426,8 +442,10 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("calibrate")
     c.add_argument("--out", required=True)
     c.add_argument("--threads", type=int, default=1)
-    c.add_argument("--budget-min", type=float, default=None)
+    c.add_argument("--budget-min", type=float, default=None, help="0: no budget")
     c.add_argument("--contexts", default=None)
+    c.add_argument("--classes", default=None, help="comma list (default: every class)")
+    c.add_argument("--add-to", default=None, help="an earlier table: keep its rows, replace these classes' rows")
     r = sub.add_parser("report")
     r.add_argument("--runs", required=True)
     r.add_argument("--table", required=True)
@@ -439,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "measure":
         measure(args.out, args.threads, args.max_tokens, not args.no_traces)
     elif args.cmd == "calibrate":
-        calibrate(args.out, args.threads, args.budget_min, args.contexts)
+        calibrate(args.out, args.threads, args.budget_min, args.contexts, args.classes, args.add_to)
     else:
         report(args.runs, args.table, args.h200_costs, args.target, args.draft, args.md)
     return 0
