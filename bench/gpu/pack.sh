@@ -4,7 +4,7 @@
 # llama-server of bench/gpu/build-bundle.sh (one Vulkan build of the pinned llama.cpp for both sides of the
 # engine-vs-llama-server ratio; llama_cpp/_ggml.py loads libggml from the package's own lib/, and llama-server finds
 # its libraries there through its $ORIGIN rpath), plus the two pure-Python packages the engine needs that the GPU
-# machine lacks.
+# machine lacks, and pydantic's wheels.
 # Usage: bench/gpu/pack.sh
 #   DD_VK        the build-bundle output (default build/ddvk/vk)
 #   DD_PACK_OUT  where to write (default build/ddvk)
@@ -30,6 +30,12 @@ cp -a "$SITE/llama_cpp" "$SITE/diskcache" "$SITE/platformdirs" "$STAGE/"
 rm -rf "$STAGE"/llama_cpp/lib/* && find "$STAGE" -name __pycache__ -prune -exec rm -rf {} +
 cp -a "$VK"/*.so* "$VK/llama-server" "$STAGE/llama_cpp/lib/"
 tar -C "$STAGE" -cJf "$D/payload.tar.xz" llama_cpp diskcache platformdirs
+# pydantic and its dependencies as wheels for the machine's Python 3.12 (the versions this venv runs)
+mkdir -p "$D/whl"
+pins=$($PY -c 'from importlib.metadata import version as v
+print(" ".join(f"{n}=={v(n)}" for n in ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typing_extensions")))')
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$D/whl" $pins
 REF=${DD_QWEN35MOE_REF:-$HOME/.cache/dynadraft-tools/q36-tiny-ref-Q4_K_M.gguf}
 for s in $SKELS; do
   [ -f "$D/skel/$s.skel" ] && continue
@@ -44,4 +50,4 @@ for s in $SKELS; do
     *) echo "unknown skeleton $s" >&2; exit 1 ;;
   esac
 done
-du -sh "$D"/gl "$D"/payload.tar.xz "$D"/skel/*
+du -sh "$D"/gl "$D"/whl "$D"/payload.tar.xz "$D"/skel/*

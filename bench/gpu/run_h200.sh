@@ -7,6 +7,7 @@
 #   payload.tar.xz    the llama_cpp package (pure Python, loaded by ctypes, so the wheel built for Python 3.11 here
 #                     runs under the machine's 3.12) with the Vulkan build's shared libraries and llama-server in
 #                     its lib/ (bench/gpu/build-bundle.sh: one build for both sides) + diskcache + platformdirs
+#   whl/*.whl         pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions (cp312)
 #   skel/*.skel       GGUF headers (metadata + tensor infos) of the real 0.5B/1.5B, derived 7B/14B/32B shapes and
 #                     the Qwen3.6-35B-A3B shape with its MTP block (q36)
 # Device command:  DD_STEPS="costs" DD_MODELS="q05b q15b q7b q32b" bash bench/gpu/run_h200.sh
@@ -28,6 +29,10 @@ t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
 for f in $P/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 [ -d /tmp/site/llama_cpp ] || { mkdir -p /tmp/site && tar -xJf $P/payload.tar.xz -C /tmp/site; }
+# pydantic and its dependencies (app.policy validates tables with it; the machine's image lacks it)
+if ls $P/whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $P/whl/*.whl
+fi
 export PYTHONPATH=/tmp/site:$PWD
 # NVIDIA's Vulkan ICD manifest: the usual place on these machines, else whatever the image has
 ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -46,7 +51,7 @@ if ! grep -q "ggml_vulkan: Found [1-9]" "$OUT/devices.log"; then
 fi
 if ! grep -q Vulkan "$OUT/devices.json"; then echo "NO VULKAN DEVICE: stopping"; exit 3; fi
 STEPS=${DD_STEPS:-costs}
-MODELS=${DD_MODELS:-q05b q15b q7b}
+MODELS=${DD_MODELS-q05b q15b q7b}
 TARGET=${DD_TARGET:-q7b}
 DRAFT=${DD_DRAFT-q05b}
 pids=""
