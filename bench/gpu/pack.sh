@@ -30,10 +30,10 @@ cp -a "$SITE/llama_cpp" "$SITE/diskcache" "$SITE/platformdirs" "$STAGE/"
 rm -rf "$STAGE"/llama_cpp/lib/* && find "$STAGE" -name __pycache__ -prune -exec rm -rf {} +
 cp -a "$VK"/*.so* "$VK/llama-server" "$STAGE/llama_cpp/lib/"
 tar -C "$STAGE" -cJf "$D/payload.tar.xz" llama_cpp diskcache platformdirs
-# pydantic and its dependencies as wheels for the machine's Python 3.12 (the versions this venv runs)
+# pydantic (and its dependencies) and gguf-py as wheels for the machine's Python 3.12 (the versions this venv runs)
 mkdir -p "$D/whl"
 pins=$($PY -c 'from importlib.metadata import version as v
-print(" ".join(f"{n}=={v(n)}" for n in ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typing_extensions")))')
+print(" ".join(f"{n}=={v(n)}" for n in ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typing_extensions", "gguf")))')
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$D/whl" $pins
 REF=${DD_QWEN35MOE_REF:-$HOME/.cache/dynadraft-tools/q36-tiny-ref-Q4_K_M.gguf}

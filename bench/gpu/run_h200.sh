@@ -7,7 +7,7 @@
 #   payload.tar.xz    the llama_cpp package (pure Python, loaded by ctypes, so the wheel built for Python 3.11 here
 #                     runs under the machine's 3.12) with the Vulkan build's shared libraries and llama-server in
 #                     its lib/ (bench/gpu/build-bundle.sh: one build for both sides) + diskcache + platformdirs
-#   whl/*.whl         pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions (cp312)
+#   whl/*.whl         pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions, gguf (cp312)
 #   skel/*.skel       GGUF headers (metadata + tensor infos) of the real 0.5B/1.5B, derived 7B/14B/32B shapes and
 #                     the Qwen3.6-35B-A3B shape with its MTP block (q36)
 # Device command:  DD_STEPS="costs" DD_MODELS="q05b q15b q7b q32b" bash bench/gpu/run_h200.sh
@@ -29,7 +29,7 @@ t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
 for f in $P/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 [ -d /tmp/site/llama_cpp ] || { mkdir -p /tmp/site && tar -xJf $P/payload.tar.xz -C /tmp/site; }
-# pydantic and its dependencies (app.policy validates tables with it; the machine's image lacks it)
+# pydantic (app.policy validates tables with it) and gguf-py (app.models reads quant types): not in the image
 if ls $P/whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $P/whl/*.whl
 fi
