@@ -1,6 +1,6 @@
 """SIMULATED Dynamic Draft vs fixed MTP n2,p0: measured MTP costs (bench/gpu/measure.py mtpcosts) x public acceptance.
 
-  python bench/simulate_mtp.py --costs MTP_COSTS.json [--json OUT.json] [--csv OUT.csv] [--bench MTP_BENCH.json]
+  python bench/simulate_mtp.py --costs MTP_COSTS.json [--json OUT.json] [--csv OUT.csv] [--bench MTP_BENCH.json ...]
 
 Acceptance cannot be measured with synthetic weights, so per-position MTP acceptance comes from public reports of
 Qwen3.6-35B-A3B with llama.cpp's draft-mtp (sources and the fit: bench/results/2026-12-01-h200-mtp.md):
@@ -73,9 +73,12 @@ def step(n: int, row: dict[str, Any], scale: float, rollback: str) -> tuple[floa
         return verify[min((x for x in verify if x >= b), default=max(verify))]
 
     if n == 0:
-        return 1.0, v(1)
-    save = row["checkpoint_save_ms"] if rollback == "full" else row["partial_save_ms"]
-    load = row["checkpoint_load_ms"] if rollback == "full" else row["partial_load_ms"]
+        return 1.0, row.get("plain_ms", v(1))
+    save, load = {
+        "full": (row["checkpoint_save_ms"], row["checkpoint_load_ms"]),
+        "partial": (row["partial_save_ms"], row["partial_load_ms"]),
+        "free": (0.0, 0.0),
+    }[rollback]
     draft = row["draft_ms"][str(n)]
     p = [1.0]
     for i in range(1, n + 1):
@@ -87,7 +90,7 @@ def step(n: int, row: dict[str, Any], scale: float, rollback: str) -> tuple[floa
 def simulate(costs: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"label": "SIMULATED", "fit": {"A1": A1, "R": R}, "rows": []}
     picks: dict[tuple[str, str], dict[int, int]] = {}
-    for rollback in ("full", "partial"):
+    for rollback in ("full", "partial", "free"):
         for scenario in ("flat", "decay"):
             pick: dict[int, int] = {}
             for c_s, row in sorted(costs["contexts"].items(), key=lambda kv: int(kv[0])):
@@ -123,13 +126,35 @@ def simulate(costs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def scale_for_rate(n: int, rate: float) -> float:
+    """The acceptance scale at which depth n's aggregate rate is `rate` (bisection)."""
+    lo, hi = 0.0, 1.0 / A1
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if aggregate_rate(n, mid) < rate else (lo, mid)
+    return (lo + hi) / 2
+
+
+def plain_ms_from_bench(costs: dict[str, Any], bench: dict[str, Any]) -> None:
+    """Give each cost row the engine's measured plain ms per token at the nearest measured context (in place)."""
+    plain = {r["context"]: 1000.0 / r["engine"]["tok_s"] for r in bench["runs"] if r["setting"] == "off"}
+    for c, row in costs["contexts"].items():
+        if plain:
+            row["plain_ms"] = plain[min(plain, key=lambda k: abs(k - int(c)))]
+
+
 def check_bench(costs: dict[str, Any], bench: dict[str, Any]) -> list[dict[str, Any]]:
-    """Predicted (acceptance 0, full rollback, nearest measured context) vs measured engine tok/s per mtpbench run."""
+    """Predicted vs measured engine tok/s per mtpbench MTP run: full rollback, the nearest measured context, the
+    acceptance scale that reproduces the run's own accepted/drafted rate."""
     out = []
     for run in bench["runs"]:
+        if run["setting"] == "off":
+            continue
         c = min(costs["contexts"], key=lambda k: abs(int(k) - run["context"]))
-        n = 0 if run["setting"] == "off" else int(run["setting"].split("n")[1].split(",")[0])
-        toks, ms = step(n, costs["contexts"][c], 0.0, "full")
+        n = int(run["setting"].split("n")[1].split(",")[0])
+        e = run["engine"]
+        scale = scale_for_rate(n, e["draft_n_accepted"] / e["draft_n"]) if e["draft_n"] else 0.0
+        toks, ms = step(n, costs["contexts"][c], scale, "full")
         pred = 1000.0 * toks / ms
         measured = run["engine"]["tok_s"]
         out.append({"context": run["context"], "cost_context": int(c), "setting": run["setting"],
@@ -143,12 +168,15 @@ def main() -> None:
     ap.add_argument("--costs", type=Path, required=True, help="bench/gpu/measure.py mtpcosts output")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--csv", type=Path)
-    ap.add_argument("--bench", type=Path, help="bench/gpu/measure.py mtpbench output: check the cost model")
+    ap.add_argument("--bench", type=Path, nargs="*", help="bench/gpu/measure.py mtpbench outputs (plain costs, check)")
     args = ap.parse_args()
     costs = json.loads(args.costs.read_text())
+    benches = [json.loads(b.read_text()) for b in args.bench or []]
+    bench = {"runs": [r for b in benches for r in b["runs"]]}
+    plain_ms_from_bench(costs, bench)
     res = simulate(costs)
-    if args.bench:
-        res["cost_check"] = check_bench(costs, json.loads(args.bench.read_text()))
+    if benches:
+        res["cost_check"] = check_bench(costs, bench)
         for r in res["cost_check"]:
             print(f"cost check {r['context']} {r['setting']}: predicted {r['predicted_tok_s']} tok/s, measured "
                   f"{r['measured_tok_s']} -> {r['predicted_over_measured']}")  # fmt: skip

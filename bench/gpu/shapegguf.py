@@ -8,6 +8,8 @@ quants, small valid f16 scales), so no re-quantisation is needed and the per-ten
 
   python bench/gpu/shapegguf.py skeleton REAL.gguf OUT.skel
   python bench/gpu/shapegguf.py derive 7b|14b|32b REAL_1.5B.gguf OUT.skel   # Qwen2.5 shapes (needs gguf-py)
+  python bench/gpu/shapegguf.py reference REF.gguf TOKENIZER.gguf   # Q4_K_M types for qwen35moe (llama.cpp quantizer)
+  python bench/gpu/shapegguf.py derive q36-35b-a3b|q36-tiny REF.gguf OUT.skel   # Qwen3.6-35B-A3B shape + MTP
   python bench/gpu/shapegguf.py synth OUT.skel MODEL.gguf
 
 Only the standard library and numpy are used by `skeleton` and `synth` (the GPU machine has no gguf package).
@@ -413,14 +415,18 @@ def reference(out: str, tokenizer_src: str, threads: int = 1) -> None:
     print(f"{out}: {Path(out).stat().st_size} bytes (Q4_K_M of the q36-tiny shape)")
 
 
-def derive_qwen35moe(name: str, ref: str, out: str) -> None:
-    """A skeleton of the qwen35moe shape `name`: `ref`'s tokenizer (padded to the shape's vocabulary) and, tensor by
-    tensor, the quantisation type llama.cpp gave the same tensor of the reference (`reference`; same layout)."""
+def derive_qwen35moe(name: str, ref: str, out: str, tokenizer_src: str | None = None) -> int:
+    """A skeleton of the qwen35moe shape `name`: a tokenizer (`tokenizer_src`, default `ref`'s; padded to the shape's
+    vocabulary) and, tensor by tensor, the quantisation type llama.cpp gave the same tensor of the reference
+    (`reference`; same layout). `ref` may also be "Q4_K": every quantisable tensor Q4_K, the rest F32 (tests).
+    Returns the full file size."""
     import gguf
 
-    r = gguf.GGUFReader(ref)
-    types = {t.name: int(t.tensor_type) for t in r.tensors}
-    w = _qwen35moe_writer(out, name, ref)
+    if ref == "Q4_K":
+        types = {t: (12 if q else 0) for t, _, q in qwen35moe_tensors(QWEN35MOE_SHAPES[name])}
+    else:
+        types = {t.name: int(t.tensor_type) for t in gguf.GGUFReader(ref).tensors}
+    w = _qwen35moe_writer(out, name, tokenizer_src or ref)
     for tname, dims, _ in qwen35moe_tensors(QWEN35MOE_SHAPES[name]):
         _add_info(w, tname, dims, types[tname])
     w.write_header_to_file()
@@ -433,6 +439,7 @@ def derive_qwen35moe(name: str, ref: str, out: str) -> None:
     for t in info["tensors"]:
         counts[GGML_TYPES[t["type"]][0]] = counts.get(GGML_TYPES[t["type"]][0], 0) + nbytes(t)
     print(f"{out}: {len(info['tensors'])} tensors, full size {total} bytes; by type {counts}")
+    return int(total)
 
 
 def _add_info(w, name: str, dims: tuple[int, ...], t: int) -> None:  # type: ignore[no-untyped-def]
@@ -453,7 +460,7 @@ def _add_info(w, name: str, dims: tuple[int, ...], t: int) -> None:  # type: ign
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "derive" and sys.argv[2] in QWEN35MOE_SHAPES:
-        derive_qwen35moe(*sys.argv[2:5])
+        derive_qwen35moe(*sys.argv[2:6])
     elif cmd == "derive":
         derive(*sys.argv[2:5])
     elif cmd == "reference":
