@@ -114,6 +114,9 @@ def simulate(costs: dict[str, Any]) -> dict[str, Any]:
                         "fixed_n2_tok_s": round(tps[2], 2),
                         "dd_vs_n2": round(tps[pick[c]] / tps[2], 4),
                         "dd_vs_plain": round(tps[pick[c]] / tps[0], 4),
+                        # DD restricted to MTP rows (the design note's table has no plain row)
+                        "mtp_best_setting": f"mtp n{best},p0",
+                        "mtp_best_vs_n2": round(tps[best] / tps[2], 4),
                     }
                 )
             picks[(rollback, scenario)] = pick
@@ -182,13 +185,14 @@ def main() -> None:
                   f"{r['measured_tok_s']} -> {r['predicted_over_measured']}")  # fmt: skip
     res["costs"] = str(args.costs.name)
     print("SIMULATED (measured costs x public acceptance); tok/s")
-    head = "| rollback | acceptance | context | plain | n2,p0 (fixed) | DD setting | DD | DD / n2,p0 | held out / n2 |"
-    print(head)
-    print("|---|---|---|---|---|---|---|---|---|")
+    cols = "rollback | acceptance | context | plain | n2,p0 | DD | DD tok/s | DD / n2 | held out / n2 | MTP-only DD / n2"
+    print(f"| {cols} |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in res["rows"]:
         print(
             f"| {r['rollback']} | {r['scenario']} | {r['context']} | {r['tok_s']['off']} | {r['fixed_n2_tok_s']} | "
-            f"{r['dd_setting']} | {r['dd_tok_s']} | {r['dd_vs_n2']:.3f} | {r['held_out_vs_n2']:.3f} |"
+            f"{r['dd_setting']} | {r['dd_tok_s']} | {r['dd_vs_n2']:.3f} | {r['held_out_vs_n2']:.3f} | "
+            f"{r['mtp_best_setting']} {r['mtp_best_vs_n2']:.3f} |"
         )
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))
@@ -196,12 +200,14 @@ def main() -> None:
         with args.csv.open("w", newline="") as f:
             w = csv.writer(f)
             names = ["off", *(f"mtp n{n},p0" for n in DEPTHS)]
-            w.writerow(["rollback", "scenario", "context", "accept_scale", *names, "dd_setting", "dd_vs_n2"])
+            w.writerow(
+                ["rollback", "scenario", "context", "accept_scale", *names, "dd_setting", "dd_vs_n2", "best_mtp"]
+            )
             for r in res["rows"]:
                 w.writerow(
                     [r["rollback"], r["scenario"], r["context"], r["accept_scale"]]
                     + [r["tok_s"][k] for k in names]
-                    + [r["dd_setting"], r["dd_vs_n2"]]
+                    + [r["dd_setting"], r["dd_vs_n2"], r["mtp_best_setting"]]
                 )
 
 
