@@ -185,7 +185,7 @@ def main() -> None:
                   f"{r['measured_tok_s']} -> {r['predicted_over_measured']}")  # fmt: skip
     res["costs"] = str(args.costs.name)
     print("SIMULATED (measured costs x public acceptance); tok/s")
-    cols = "rollback | acceptance | context | plain | n2,p0 | DD | DD tok/s | DD / n2 | held out / n2 | MTP-only DD / n2"
+    cols = "rollback | acceptance | context | plain | n2,p0 | DD | DD tok/s | DD / n2 | held out / n2 | MTP-only DD"
     print(f"| {cols} |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in res["rows"]:
