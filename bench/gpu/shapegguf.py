@@ -178,25 +178,7 @@ def derive(size: str, real_15b: str, out: str) -> None:
         "general.name": f"Qwen2.5-{size.upper()} shape-equivalent (synthetic weights)",
         "general.size_label": size.upper(),
     }
-    for key, field in r.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        vtype = field.types[0]
-        if key in new:
-            val = new[key]
-        elif vtype == gguf.GGUFValueType.ARRAY:
-            sub = field.types[1]
-            if sub == gguf.GGUFValueType.STRING:
-                val = [bytes(field.parts[i]).decode("utf-8", "replace") for i in field.data]
-            else:
-                val = [field.parts[i][0].item() for i in field.data]
-            w.add_key_value(key, val, vtype, sub_type=sub)
-            continue
-        elif vtype == gguf.GGUFValueType.STRING:
-            val = bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
-        else:
-            val = field.parts[field.data[0]][0].item()
-        w.add_key_value(key, val, vtype)
+    _copy_kv(w, r, skip=(), override=new)
     kvd, vocab = n_kv * (h // n_head), 151936
     shapes = {
         "attn_q.weight": (h, h),
@@ -322,16 +304,20 @@ def qwen35moe_tensors(shape: dict) -> list[tuple[str, tuple[int, ...], bool]]:  
     return out
 
 
-def _copy_kv(w, r, skip_prefix: str, pad_vocab: int = 0) -> None:  # type: ignore[no-untyped-def]
-    """Copy the GGUFReader `r`'s key/values (except GGUF.*, general.architecture and keys starting with
-    `skip_prefix`) into the writer `w`; the token list is padded to `pad_vocab` with unused tokens."""
+def _copy_kv(w, r, skip: tuple[str, ...], pad_vocab: int = 0, override: dict | None = None) -> None:  # type: ignore[no-untyped-def,type-arg]
+    """Copy the GGUFReader `r`'s key/values into the writer `w`, except GGUF.*, general.architecture and keys
+    starting with one of `skip`; `override` replaces scalar values by key; the token list is padded to `pad_vocab`
+    with unused tokens."""
     import gguf
 
+    override = override or {}
     for key, field in r.fields.items():
-        if key.startswith(("GGUF.", "general.architecture", "general.name", skip_prefix)):
+        if key.startswith(("GGUF.", "general.architecture", *skip)):
             continue
         vtype = field.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
+        if key in override:
+            w.add_key_value(key, override[key], vtype)
+        elif vtype == gguf.GGUFValueType.ARRAY:
             sub = field.types[1]
             if sub == gguf.GGUFValueType.STRING:
                 val = [bytes(field.parts[i]).decode("utf-8", "replace") for i in field.data]
@@ -356,7 +342,7 @@ def _qwen35moe_writer(out: str, name: str, tokenizer_src: str):  # type: ignore[
     r = gguf.GGUFReader(tokenizer_src)
     w = gguf.GGUFWriter(out, "qwen35moe", use_temp_file=False)
     src_arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
-    _copy_kv(w, r, skip_prefix=f"{src_arch}.", pad_vocab=int(s["n_vocab"]))
+    _copy_kv(w, r, skip=("general.name", f"{src_arch}."), pad_vocab=int(s["n_vocab"]))
     w.add_name(f"Qwen3.6-35B-A3B shape-equivalent ({name}, synthetic weights)")
     w.add_context_length(int(s["n_ctx_train"]))
     w.add_embedding_length(int(s["n_embd"]))
