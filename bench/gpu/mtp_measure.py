@@ -178,17 +178,9 @@ def mtp_bench(out: str, path: str, server: str) -> None:
     n_predict = int(os.environ.get("DD_MAX_TOKENS", "128"))
     n_ctx = max(contexts) + n_predict + 256
     greedy = SamplingParams(temperature=0.0)
-    s = Session(
-        EngineConfig(
-            model=path,
-            n_ctx=n_ctx,
-            n_batch=512,
-            n_threads=THREADS,
-            n_gpu_layers=NGL,
-            flash_attn="on",
-            dynamic_draft=False,
-        )
-    )
+    common: dict[str, Any] = {"model": path, "n_ctx": n_ctx, "n_batch": 512, "n_threads": THREADS}
+    common |= {"n_gpu_layers": NGL, "flash_attn": "on"}  # the same on both sides
+    s = Session(EngineConfig(**common, dynamic_draft=False))
     corpus = corpus_text()
     prompts = []
     for c in contexts:
@@ -220,17 +212,7 @@ def mtp_bench(out: str, path: str, server: str) -> None:
             if st.source == "mtp":
                 flags = ("--spec-type", "draft-mtp", "--spec-draft-n-max", str(st.n_max))
                 flags += ("--spec-draft-n-min", "0", "--spec-draft-p-min", f"{st.p_min:g}")
-            spec = ServerSpec(
-                binary=server,
-                model=path,
-                n_ctx=n_ctx,
-                n_batch=512,
-                n_threads=THREADS,
-                n_gpu_layers=NGL,
-                flash_attn="on",
-                extra_args=flags,
-                start_timeout_s=300.0,
-            )
+            spec = ServerSpec(binary=server, **common, extra_args=flags, start_timeout_s=300.0)
             with ExternalServer(spec) as srv:
 
                 def theirs(tokens: list[int], n: int = n_predict, srv: ExternalServer = srv) -> dict[str, Any]:

@@ -202,14 +202,7 @@ def derive(size: str, real_15b: str, out: str) -> None:
         for role, shp in shapes.items():
             tensors.append((f"blk.{i}.{role}", shp, types[f"blk.{src}.{role}"]))
     tensors += [("output_norm.weight", (h,), 0), ("output.weight", (h, vocab), types["output.weight"])]
-    for name, shp, t in tensors:
-        _add_info(w, name, shp, t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
-    info = parse(Path(out).read_bytes())
-    total = info["data_offset"] + max(t["offset"] + nbytes(t) for t in info["tensors"])
+    info, total = _finish_skeleton(w, tensors, out)
     print(f"{out}: {len(info['tensors'])} tensors, full size {total}")
 
 
@@ -413,19 +406,25 @@ def derive_qwen35moe(name: str, ref: str, out: str, tokenizer_src: str | None = 
     else:
         types = {t.name: int(t.tensor_type) for t in gguf.GGUFReader(ref).tensors}
     w = _qwen35moe_writer(out, name, tokenizer_src or ref)
-    for tname, dims, _ in qwen35moe_tensors(QWEN35MOE_SHAPES[name]):
-        _add_info(w, tname, dims, types[tname])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
-    info = parse(Path(out).read_bytes())
-    total = info["data_offset"] + max(t["offset"] + nbytes(t) for t in info["tensors"])
+    tensors = [(t, dims, types[t]) for t, dims, _ in qwen35moe_tensors(QWEN35MOE_SHAPES[name])]
+    info, total = _finish_skeleton(w, tensors, out)
     counts: dict[str, int] = {}
     for t in info["tensors"]:
         counts[GGML_TYPES[t["type"]][0]] = counts.get(GGML_TYPES[t["type"]][0], 0) + nbytes(t)
     print(f"{out}: {len(info['tensors'])} tensors, full size {total} bytes; by type {counts}")
     return int(total)
+
+
+def _finish_skeleton(w, tensors: list, out: str) -> tuple[dict, int]:  # type: ignore[no-untyped-def,type-arg]
+    """Write the tensor infos (name, ggml dims, type) and the header; the parsed skeleton and its full file size."""
+    for name, dims, t in tensors:
+        _add_info(w, name, dims, t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    info = parse(Path(out).read_bytes())
+    return info, info["data_offset"] + max(t["offset"] + nbytes(t) for t in info["tensors"])
 
 
 def _add_info(w, name: str, dims: tuple[int, ...], t: int) -> None:  # type: ignore[no-untyped-def]
