@@ -17,6 +17,7 @@ llama-server with `--spec-type draft-mtp` and the same n-max/p-min, on the same 
 (DD_MTP_BENCH_CONTEXTS, default 2048), greedy, DD_MAX_TOKENS (default 128) tokens, plain, MTP n2,p0 and n4,p0:
 for each setting a server is started with that setting, then llama-server and the engine run one after the other
 (one run each after a warm-up of both). Both report llama.cpp's predicted_per_second (tokens after the prompt).
+DD_MTP_BENCH_SERVER=0 runs the engine alone, its settings interleaved per context (one run each after a warm-up).
 """
 
 from __future__ import annotations
@@ -206,6 +207,23 @@ def mtp_bench(out: str, path: str, server: str) -> None:
             "tokens": list(sm.tokens),
         }
 
+    if os.environ.get("DD_MTP_BENCH_SERVER", "1") == "0":  # the engine alone: settings interleaved per context
+        try:
+            for (msgs, tokens), c in zip(prompts, contexts, strict=True):
+                for st in settings:
+                    ours(msgs, st)  # warm-up
+                for st in settings:
+                    dd = ours(msgs, st)
+                    runs.append({"context": len(tokens), "setting": st.label(), "engine": dd | {"tokens": None}})
+                    print(
+                        f"mtpbench {c} {st.label()}: engine {dd['tok_s']:.2f} tok/s "
+                        f"(draft {dd['draft_n']}/{dd['draft_n_accepted']})",
+                        flush=True,
+                    )
+                    Path(out).write_text(json.dumps({"model": os.path.basename(path), "runs": runs}, indent=1))
+        finally:
+            s.close()
+        return
     try:
         for st in settings:
             flags: tuple[str, ...] = ()
