@@ -166,12 +166,51 @@ def check_bench(costs: dict[str, Any], bench: dict[str, Any]) -> list[dict[str, 
     return out
 
 
+def snapshot_rows(costs: dict[str, Any], bench: dict[str, Any]) -> list[dict[str, Any]]:
+    """The engine with snapshot rollback (no checkpoint, no replay): each measured MTP run's step time minus the
+    measured draft cost gives verify(n + 1) at that context; with public acceptance (flat) that gives tok/s for the
+    measured depths only (n2, n4), against plain measured in the same run. No curve is fitted beyond them."""
+    by_ctx: dict[int, dict[str, dict[str, Any]]] = {}
+    for r in bench["runs"]:
+        by_ctx.setdefault(r["context"], {})[r["setting"]] = r["engine"]
+    rows = []
+    for c, runs in sorted(by_ctx.items()):
+        cost = costs["contexts"][min(costs["contexts"], key=lambda k: abs(int(k) - c))]
+        tps = {"off": runs["off"]["tok_s"]}
+        verify = {}
+        for label, e in runs.items():
+            if label == "off":
+                continue
+            n = int(label.split("n")[1].split(",")[0])
+            steps = e["predicted_n"] - e["draft_n_accepted"]  # every step emits its accepted tokens + one
+            step_ms = 1000.0 * e["predicted_n"] / e["tok_s"] / steps
+            verify[n + 1] = step_ms - cost["draft_ms"][str(n)]
+            toks = 1.0 + sum(_prefix(n, i) for i in range(1, n + 1))
+            tps[label] = round(1000.0 * toks / step_ms, 2)
+        best = max(tps, key=lambda k: tps[k])
+        n2 = tps.get("mtp n2,p0")
+        rows.append({"rollback": "snapshots", "scenario": "flat", "context": c, "tok_s": tps,
+                     "verify_ms_inferred": {b: round(v, 2) for b, v in verify.items()}, "dd_setting": best,
+                     "dd_vs_n2": round(tps[best] / n2, 4) if n2 else None,
+                     "dd_vs_plain": round(tps[best] / tps["off"], 4)})  # fmt: skip
+    return rows
+
+
+def _prefix(n: int, i: int) -> float:
+    """P(the first i drafted tokens are all accepted), flat acceptance."""
+    p = 1.0
+    for j in range(1, i + 1):
+        p *= accept(j)
+    return p
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--costs", type=Path, required=True, help="bench/gpu/measure.py mtpcosts output")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--csv", type=Path)
     ap.add_argument("--bench", type=Path, nargs="*", help="bench/gpu/measure.py mtpbench outputs (plain costs, check)")
+    ap.add_argument("--snapshots", type=Path, nargs="*", help="mtpbench outputs (engine alone) with snapshot rollback")
     args = ap.parse_args()
     costs = json.loads(args.costs.read_text())
     benches = [json.loads(b.read_text()) for b in args.bench or []]
@@ -183,6 +222,13 @@ def main() -> None:
         for r in res["cost_check"]:
             print(f"cost check {r['context']} {r['setting']}: predicted {r['predicted_tok_s']} tok/s, measured "
                   f"{r['measured_tok_s']} -> {r['predicted_over_measured']}")  # fmt: skip
+    if args.snapshots:
+        snap = {"runs": [r for b in args.snapshots for r in json.loads(b.read_text())["runs"]]}
+        res["snapshot_rows"] = snapshot_rows(costs, snap)
+        print("SIMULATED, snapshot rollback (step costs inferred from the engine's measured runs x public acceptance)")
+        for r in res["snapshot_rows"]:
+            print(f"  {r['context']}: {r['tok_s']} -> DD {r['dd_setting']} ({r['dd_vs_n2']}x n2, "
+                  f"{r['dd_vs_plain']}x plain); verify ms {r['verify_ms_inferred']}")  # fmt: skip
     res["costs"] = str(args.costs.name)
     print("SIMULATED (measured costs x public acceptance); tok/s")
     cols = "rollback | acceptance | context | plain | n2,p0 | DD | DD tok/s | DD / n2 | held out / n2 | MTP-only DD"
