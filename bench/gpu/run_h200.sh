@@ -89,7 +89,7 @@ for step in $STEPS; do
     mtpcalib)
       tc=$(date +%s)
       timeout "$left" python3 -m app calibrate --model /tmp/$TARGET.gguf --quick --gpu-layers -1 --ctx-size 8192 \
-        --flash-attn on --json > "$OUT/mtp-calib-$TARGET.json"
+        --flash-attn on ${DD_CALIB_BUDGET_MIN:+--budget-min $DD_CALIB_BUDGET_MIN} --json > "$OUT/mtp-calib-$TARGET.json"
       echo "quick MTP calibration rc=$? wall=$(( $(date +%s) - tc ))s" ;;
   esac
   echo "$step done at $(elapsed)s"
