@@ -37,7 +37,10 @@ def test_j2_the_app_on_the_same_model_shows_the_cli_table_active(qtbot, window, 
     cal = window.calibration
     qtbot.waitUntil(lambda: calibrated.table_id in cal.table_status.text(), timeout=60_000)
     assert cal.table_status.text().startswith("Active table")
-    assert cal.report.rowCount() >= 1 and cal.report.item(0, 1).text() == "n2,p0"  # the CLI's fixed baseline
+    heads = [cal.report.horizontalHeaderItem(j).text() for j in range(cal.report.columnCount())]
+    fixed = heads.index("Static fixed setting")  # after the Class column: the quick sweep measures the classes too
+    assert cal.report.rowCount() >= 1 and cal.report.item(0, fixed).text() == "n2,p0"  # the CLI's fixed baseline
+    assert heads[0] == "Class" and cal.report.item(0, 0).text() == "any"
     assert "Best static setting" in cal.best_static.text()
     assert Path(model).name in window.st_model.text()
     # The app remembers the profile per model: choosing this model again brings back its draft and one thread.
