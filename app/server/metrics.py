@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 
 from app.engine.types import EngineError, GenerationSummary
 
