@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def open_store(session: Session) -> SourceMemoryStore | None:
+def open_store(session: Session, cost_label: str | None = None) -> SourceMemoryStore | None:
     """The memory file beside this pair's calibration tables, keyed by this engine's pair + device; None if off.
+    cost_label: the device cost profile the pool optimises for instead of measured ms (its own entry).
 
     Computing the identity hashes the model files once (cached by app/engine/identity), so it runs lazily, on the
     first request that drafts adaptively, not at load.
@@ -32,7 +33,8 @@ def open_store(session: Session) -> SourceMemoryStore | None:
         return None
     try:
         path = calibration_store(cfg.model, cfg.draft).root / MEMORY_FILE
-        return SourceMemoryStore(path, memory_identity(session_fingerprint(session)))
+        identity = memory_identity(session_fingerprint(session)) + (f"#cost:{cost_label}" if cost_label else "")
+        return SourceMemoryStore(path, identity)
     except Exception as exc:  # the memory is an optimisation: a request must never fail for it
         log.warning("source memory off for this session: %s", exc)
         return None

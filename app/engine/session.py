@@ -295,6 +295,7 @@ class Session:
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
         self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
+        self.pool_cost_label: str | None = None  # names that profile: its rewards get a source memory of their own
         self._caps = DraftCaps(
             min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None, frozenset(self.missing)
         )
@@ -305,6 +306,7 @@ class Session:
         self.cache = self._open_cache(ctx_params.flash_attn, dctx)
         self._memory: memory.SourceMemoryStore | None = None
         self._memory_opened = False
+        self.use_source_memory = config.source_memory  # switchable per request (bench: warm vs cold side by side)
         self.reload_policy()
 
     def _missing_sources(self) -> dict[str, str]:
@@ -348,11 +350,11 @@ class Session:
 
     def source_memory(self) -> memory.SourceMemoryStore | None:
         """The remembered source statistics for this engine (opened on first use; None when off)."""
-        if self.pool_step_cost is not None:  # rewards in a device profile's units must not mix with measured ones
-            return None
+        if not self.use_source_memory or (self.pool_step_cost is not None and not self.pool_cost_label):
+            return None  # off; or rewards in an unnamed device profile's units, which must not mix with measured ones
         if not self._memory_opened:
             self._memory_opened = True
-            self._memory = memory.open_store(self)
+            self._memory = memory.open_store(self, self.pool_cost_label if self.pool_step_cost is not None else None)
         return self._memory
 
     def set_policy(self, policy: DynamicDraftPolicy) -> None:

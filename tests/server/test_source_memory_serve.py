@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +19,7 @@ import openai
 from app.models.packaged import ensure_quantized
 from app.policy.source_memory import MEMORY_FILE
 from app.speculative.adaptive import WARMUP_PULLS
+from tests.server.helpers import dynadraft_serve
 
 CODE = "\n".join(f"def handler_{i}(request):\n    return respond(request, code={i})\n" for i in range(5))
 COPY = [{"role": "user", "content": f"Repeat this code exactly:\n\n```python\n{CODE}```"}]
@@ -31,23 +29,9 @@ POOL = {"speculative": {"source": "pool", "n_max": 6}}
 @contextmanager
 def _serve(model: Path) -> Iterator[tuple[openai.OpenAI, str]]:
     draft = ensure_quantized("smollm2-135m", "Q2_K")
-    cmd = [sys.executable, "-m", "app", "serve", "--port", "0", "--threads", "1", "--ctx-size", "2048"]
-    cmd += ["--model", str(model), "--draft", str(draft)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        match = re.search(r"(http://127\.0\.0\.1:\d+/v1) \(model ([^)]+)\)", proc.stdout.readline())
-        assert match
-        client = openai.OpenAI(base_url=match.group(1), api_key="x", max_retries=0, timeout=180)
-        client.model = match.group(2)  # type: ignore[attr-defined]  # the served model's name, for _chat
-        with client:
-            yield client, match.group(1)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+    with dynadraft_serve("--model", str(model), "--draft", str(draft)) as (client, name, base):
+        client.model = name  # type: ignore[attr-defined]  # the served model's name, for _chat
+        yield client, base
 
 
 def _chat(client: openai.OpenAI, extra: dict[str, Any] = POOL) -> dict[str, Any]:
