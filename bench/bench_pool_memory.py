@@ -30,22 +30,24 @@ from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, St
 from app.models.packaged import speculative_pair
 from app.runtime.sampling import SamplingParams
 from app.speculative.adaptive import profile_cost
-from app.speculative.settings import SpecSettings
+from app.speculative.exactness import compare_outputs
+from app.speculative.settings import PLAIN, SpecSettings
 
 POOL = SpecSettings("pool", 8)
 GPU_LIKE = profile_cost([1.0, 0.96, 1.1, 1.26, 1.39, 1.52, 1.68, 1.84, 3.0], {"draft": 0.1, "lookup": 0.002})
 SETTLED = 0.25  # "followed": the remembered reward is within 25 % of the value it ends the new workload at
 
 
-def run(s: Session, prompt: str, n: int, warm: bool) -> tuple[GenerationSummary, float]:
+def run(s: Session, prompt: str, n: int, warm: bool, spec: SpecSettings = POOL) -> tuple[GenerationSummary, float]:
     """The summary, and its speed: wall tok/s, or with a cost profile simulated tokens per target-token time."""
     s.use_source_memory = warm
     req = GenerationRequest(
         messages=({"role": "user", "content": prompt},),
         max_tokens=n,
         sampling=SamplingParams(),
-        speculative=POOL,
+        speculative=spec,
         cache_prompt=False,
+        collect_margins=spec is PLAIN,
     )
     events = list(s.generate(req))
     summary = [e for e in events if isinstance(e, DoneEvent)][0].summary
@@ -98,6 +100,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--small", action="store_true", help="SmolLM2 with its Q2_K draft, 2 + 2 prompts (a quick check)")
     ap.add_argument("--cost", choices=["measured", "gpu-like"], default="measured", help="gpu-like: SIMULATED costs")
+    ap.add_argument("--check", action="store_true", help="also run plain decoding: both outputs vs it (near-tie rule)")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args()
     os.environ.setdefault("DYNADRAFT_HOME", tempfile.mkdtemp(prefix="dd-bench-memory-"))  # a memory of its own
@@ -121,6 +124,14 @@ def main() -> None:
         res = {w: run(s, prompt, args.max_tokens, w) for w in order}
         (cold, cold_speed), (warm, warm_speed) = res[False], res[True]
         rewards = remembered(s, warm.content_class)
+        exact = "-"
+        if args.check:
+            plain, _ = run(s, prompt, args.max_tokens, False, PLAIN)
+            verdicts = [
+                compare_outputs(plain.tokens, plain.margins, plain.finish_reason, sm.tokens, sm.finish_reason)
+                for sm in (cold, warm)
+            ]
+            exact = "/".join("same" if v.identical else "near-tie" if v.acceptable else "MISMATCH" for v in verdicts)
         row = {
             "i": i + 1,
             "workload": kind,
@@ -135,6 +146,7 @@ def main() -> None:
             "remembered": rewards,
             "ranked_first": max(rewards, key=lambda a: rewards[a]) if rewards else "-",
             "same_tokens": cold.tokens == warm.tokens,
+            "vs_plain_cold_warm": exact,
         }
         rows.append(row)
         print(
@@ -148,6 +160,8 @@ def main() -> None:
         print(f"{kind}: mean speed cold {cold_t:.2f}, warm {warm_t:.2f}, warm/cold {warm_t / cold_t:.3f}")
     print("\n".join(settle_report(rows, k)))
     print(f"same tokens warm vs cold: {sum(r['same_tokens'] for r in rows)}/{len(rows)}")
+    if args.check:
+        print("vs plain decoding (cold/warm): " + ", ".join(f"{r['i']}:{r['vs_plain_cold_warm']}" for r in rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     s.close()

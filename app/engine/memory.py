@@ -94,7 +94,7 @@ def remember(
     try:
         if pool is not None:
             outcomes = sm.pool_outcomes(pool, ws.sources, totals)
-            ws.chosen = {name: o.pulls for name, o in outcomes.items()}
+            ws.chosen = {name: o.pulls for name, o in outcomes.items() if not o.idle}
         else:
             assert adaptive is not None
             one = sm.length_outcome(adaptive, source, totals)

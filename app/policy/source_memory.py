@@ -97,6 +97,8 @@ class SourceMemoryStore:
             return
         sources = self._all.setdefault(self.identity, {}).setdefault(content_class[:MAX_CLASS_NAME], {})
         for name, outcome in outcomes.items():
+            if outcome.idle and name not in sources:
+                continue
             sources[name] = blend(sources.get(name), outcome)
         self._dirty = True
         t = time.monotonic() if now is None else now

@@ -14,7 +14,7 @@ source's memory little: its end state is still mostly the warm start (evidence-w
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.speculative.adaptive import MAX_POSITIONS, WARMUP_PULLS, AdaptiveLength, SourcePool
@@ -100,10 +100,21 @@ class ArmOutcome:
     drafted: int = 0
     accepted: int = 0
     ms: float = 0.0
+    idle: bool = False  # in the pool but never chosen: only its evidence count decays (see blend)
 
 
 def blend(old: ArmMemory | None, new: ArmOutcome, weight: float = BLEND_WEIGHT) -> ArmMemory:
-    """The memory after one more request: each estimate moves `weight` of the way to the request's end value."""
+    """The memory after one more request: each estimate moves `weight` of the way to the request's end value.
+
+    An idle outcome (the arm was offered but never chosen) keeps the estimates and decays only the (capped) pulls, so
+    an arm the memory ranks low gets part of its warm-up back on the next request and all of it after three idle
+    requests: what it did long ago is re-measured
+    instead of believed forever (prompt lookup on fresh code, say, that is rarely even available).
+    """
+    if new.idle:
+        if old is None:
+            return ArmMemory()
+        return replace(old, pulls=min(old.pulls, WARM_PULLS_CAP) * (1.0 - weight))
     if old is None or old.requests == 0:
         return ArmMemory(
             new.reward,
@@ -154,7 +165,7 @@ def _seed_length(length: AdaptiveLength, mem: ArmMemory) -> None:
 
 
 def warm_pulls(mem: ArmMemory) -> int:
-    return min(WARM_PULLS_CAP, int(round(mem.pulls)))
+    return min(WARM_PULLS_CAP, int(mem.pulls))
 
 
 def warm_start_pool(pool: SourcePool, memory: dict[str, ArmMemory]) -> dict[str, dict[str, Any]]:
@@ -207,11 +218,13 @@ Totals = dict[str, tuple[int, int, float]]  # source -> (drafted, accepted, ms) 
 
 
 def pool_outcomes(pool: SourcePool, warm: dict[str, dict[str, Any]], totals: Totals) -> dict[str, ArmOutcome]:
-    """Each arm the request actually chose at least once, as an outcome to blend (untouched arms keep their memory)."""
+    """Each arm the request chose at least once, as an outcome to blend; a remembered arm it never chose, as idle."""
     out = {}
     for name, arm in pool.arms.items():
         pulls = arm.pulls - int(warm.get(name, {}).get("pulls", 0))
         if pulls <= 0:
+            if name in warm:
+                out[name] = ArmOutcome(None, 0, [], None, idle=True)
             continue
         d, a, ms = totals.get(name, (0, 0, 0.0))
         out[name] = ArmOutcome(arm.reward, pulls, _tested(arm.length), arm.length.cost.draft_ms_per_token, d, a, ms)

@@ -70,6 +70,21 @@ def test_warm_start_seeds_remembered_arms_and_leaves_others_to_their_warm_up() -
     assert outcomes["lookup"].pulls == 1 and outcomes["lookup"].drafted == 4 and outcomes["draft"].pulls == WARMUP_PULLS
 
 
+def test_an_arm_the_pool_stops_choosing_gets_its_warm_up_back() -> None:
+    """Idle requests decay only the evidence: after three, the warm start gives the arm its full warm-up again."""
+    mem = blend(None, _outcome(0.01, [0.4]))
+    warmups = []
+    for _ in range(4):
+        pool = SourcePool(["lookup"], 0, 8)
+        used = warm_start_pool(pool, {"lookup": mem})
+        warmups.append(WARMUP_PULLS - pool.arms["lookup"].pulls)
+        (idle,) = pool_outcomes(pool, used, {}).values()  # this request never chose it
+        assert idle.idle
+        mem = blend(mem, idle)
+    assert warmups == [0, 2, 2, WARMUP_PULLS]
+    assert mem.reward == 0.01 and mem.acceptance == [0.4] and mem.requests == 1  # estimates kept
+
+
 def test_adaptive_only_outcomes_keep_the_bandit_reward() -> None:
     mem = blend(None, _outcome(0.04, [0.5]))
     mem = blend(mem, ArmOutcome(None, 0, [0.9], None, drafted=10, accepted=9, ms=100.0))
