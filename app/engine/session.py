@@ -419,8 +419,8 @@ class Session:
     def close(self) -> None:
         if hasattr(self, "cache"):  # close() also cleans up a construction that failed before the cache existed
             self.cache.close()
-        if getattr(self, "_memory", None) is not None:
-            self._memory.flush()  # type: ignore[union-attr]
+        if (store := getattr(self, "_memory", None)) is not None:
+            store.flush()  # the last throttled write
         for src in self.sources.values():
             src.close()
         self.ctx.close()
