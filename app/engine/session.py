@@ -67,6 +67,9 @@ class EngineConfig:
     type_v: str = "f16"
     use_extra_bufts: bool = True
     draft_n_max_cap: int = 16  # the server's draft allocation: nothing drafts deeper than this
+    # Roll back recurrent/hybrid memory from llama.cpp's per-token state snapshots (costs the recurrent state x
+    # (1 + draft_n_max_cap) in memory) rather than from a full checkpoint saved before every speculative step.
+    recurrent_snapshots: bool = True
     dynamic_draft: bool = True  # apply the calibrated table when one matches this engine's fingerprint
     dd_force: bool = False  # force mode: DD's choice wins over request-level speculative fields
     # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
@@ -259,6 +262,11 @@ class Session:
             flash_attn=resolve_flash_attn(config.flash_attn, config.n_gpu_layers),
             type_k=config.type_k,
             type_v=config.type_v,
+            # Recurrent/hybrid targets (Qwen3.5/3.6) keep a state snapshot per token of the last decode, as deep as
+            # any draft can go, so a rejected draft rolls back in place: on the H200 the full checkpoint this
+            # replaces cost 108-738 MB and 0.17-1.2 s per speculative step (bench/results/2026-12-01-h200-mtp.md).
+            # llama.cpp grants none on models without recurrent memory.
+            n_rs_seq=min(config.draft_n_max_cap, config.n_batch - 1, 64) if config.recurrent_snapshots else 0,
         )
         if config.mtp not in MTP_MODES:
             raise LlamaError(f"mtp must be one of {', '.join(MTP_MODES)}")
@@ -274,8 +282,8 @@ class Session:
         dctx = None
         if config.draft:
             dl = config.n_gpu_layers if config.draft_n_gpu_layers is None else config.draft_n_gpu_layers
-            self.draft_model, dctx = load_draft_model(
-                self.model, config.draft, ctx_params, ModelParams(dl, config.use_extra_bufts)
+            self.draft_model, dctx = load_draft_model(  # the draft source checkpoints its own recurrent state
+                self.model, config.draft, replace(ctx_params, n_rs_seq=0), ModelParams(dl, config.use_extra_bufts)
             )
         # Every registered source that can run here, in registry order (see app/speculative/registry.py).
         env = SourceEnv(self.model, self.ctx, dctx)
@@ -658,8 +666,10 @@ class Session:
         return draft
 
     def _checkpoint(self, draft: _StepDraft) -> Any:
-        """Recurrent memory cannot drop rejected positions: save its state first (or give up speculating)."""
-        if not (draft.tokens and self.model.is_recurrent):
+        """Recurrent memory drops rejected positions only inside its snapshot window: beyond it, save the state
+        first (or give up speculating)."""
+        n = len(draft.tokens)
+        if not n or self.ctx.can_drop(n + 1, n):  # the verify decodes [last] + draft; at most n are rejected
             return None
         try:
             return self.ctx.save_state()
@@ -706,7 +716,8 @@ class Session:
     def _restore_after_rejection(
         self, history: list[int], draft: _StepDraft, a: int, n_kv: int, checkpoint: Any
     ) -> None:
-        """Drop the rejected draft positions from the target memory (KV truncate, or checkpoint + replay)."""
+        """Drop the rejected draft positions from the target memory (KV truncate or recurrent snapshot, else
+        checkpoint + replay)."""
         ctx = self.ctx
         if ctx.truncate(n_kv + 1 + a):
             return

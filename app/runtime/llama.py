@@ -174,6 +174,10 @@ class ContextParams:
     type_k: str = "f16"
     type_v: str = "f16"
     mtp: bool = False  # an MTP draft context: runs the model's NextN block on (token, target hidden state) pairs
+    # Recurrent-state snapshots kept per sequence (llama.cpp's n_rs_seq): with k of them, dropping up to the last k
+    # positions of a recurrent/hybrid memory is a plain seq_rm instead of a saved and restored checkpoint. llama.cpp
+    # sets 0 on architectures without that support; Context.n_rs_seq says what was granted.
+    n_rs_seq: int = 0
 
 
 _KV_TYPES = {"f16": 1, "f32": 0, "q8_0": 8, "q4_0": 2, "bf16": 30}
@@ -204,6 +208,7 @@ class Context:
         cp.type_v = _KV_TYPES[params.type_v]
         cp.no_perf = True
         cp.ctx_type = L.LLAMA_CONTEXT_TYPE_MTP if params.mtp else L.LLAMA_CONTEXT_TYPE_DEFAULT
+        cp.n_rs_seq = max(0, params.n_rs_seq)
         ptr = L.llama_init_from_model(model.ptr, cp)
         if not ptr:
             raise LlamaError(f"llama.cpp could not create a context (n_ctx={params.n_ctx}); not enough memory?")
@@ -213,12 +218,20 @@ class Context:
         self.n_threads = threads
         self.n_ctx = int(L.llama_n_ctx(ptr))
         self.n_batch = int(L.llama_n_batch(ptr))
+        self.n_rs_seq = int(L.llama_n_rs_seq(ptr))
+        # An MTP context runs only the NextN block, a full-attention layer: its memory is a plain KV cache.
+        self.recurrent = model.is_recurrent and not params.mtp
         self.n_vocab = model.vocab.n_vocab
         self.mem = L.llama_get_memory(ptr)
         self._batch = L.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []  # exactly what the KV cache of sequence 0 holds, in position order
         self.decode_s = 0.0  # seconds spent inside llama_decode (benchmarks: Python overhead = the rest)
         self.decode_calls = 0
+        # How many trailing positions a recurrent/hybrid memory can drop in place right now: llama.cpp's snapshots
+        # hold the states after each token of the LAST decode only (at most n_rs_seq of them), and a rollback uses
+        # them up until the next decode. llama.cpp does not check the first condition; asking outside it would
+        # silently restore a stale state, so truncate() refuses instead.
+        self._rs_window = 0
         # Called as on_decoded(pos0, n) after every successful decode (the MTP source reads hidden states there).
         self.on_decoded: Callable[[int, int], None] | None = None
 
@@ -254,10 +267,11 @@ class Context:
         if rc != 0:
             # The KV cache may hold part of the batch now; drop it so `tokens` stays the truth. Recurrent memory
             # cannot drop a partial range: then forget everything (the next request re-prefills).
-            if not L.llama_memory_seq_rm(self.mem, 0, pos0, -1):
+            if self.recurrent or not L.llama_memory_seq_rm(self.mem, 0, pos0, -1):
                 self.clear()
             raise LlamaError(f"llama_decode failed with code {rc}")
         self.tokens.extend(tokens)
+        self._rs_window = min(n - 1, self.n_rs_seq)
         self._first_out = first_out
         if self.on_decoded is not None:
             self.on_decoded(pos0, n)
@@ -283,17 +297,29 @@ class Context:
 
     # -- KV memory --------------------------------------------------------------------------------------------------
     def truncate(self, n_keep: int) -> bool:
-        """Drop every cached position >= n_keep; False when the memory can't drop a partial range (recurrent)."""
+        """Drop every cached position >= n_keep; False when the memory can't drop that range: recurrent/hybrid
+        memory can only drop positions of the last decode inside its snapshot window (see `can_drop`)."""
         if n_keep >= len(self.tokens):
             return True
+        recurrent = self.recurrent
+        if recurrent and len(self.tokens) - n_keep > self._rs_window and n_keep > 0:
+            return False
         ok = bool(L.llama_memory_seq_rm(self.mem, 0, n_keep, -1))
         if ok:
             del self.tokens[n_keep:]
+            if recurrent:
+                self._rs_window = 0
         return ok
+
+    def can_drop(self, n_decoded: int, n_drop: int) -> bool:
+        """Whether, after a decode of `n_decoded` tokens, dropping its last `n_drop` positions will need no saved
+        checkpoint: always on attention-only memory, within the snapshot window on recurrent/hybrid memory."""
+        return not self.recurrent or n_drop <= min(n_decoded - 1, self.n_rs_seq)
 
     def clear(self) -> None:
         L.llama_memory_clear(self.mem, True)
         self.tokens.clear()
+        self._rs_window = 0
 
     def save_state(self) -> tuple[bytes, list[int]]:
         """A checkpoint of sequence 0 (needed to roll back recurrent/hybrid memory)."""
@@ -313,6 +339,7 @@ class Context:
             self.tokens.clear()
             raise LlamaError("could not restore the sequence checkpoint")
         self.tokens = list(tokens)
+        self._rs_window = 0  # the restored state has no snapshots of its own
 
     def close(self) -> None:
         if getattr(self, "ptr", None):

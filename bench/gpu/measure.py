@@ -3,6 +3,8 @@
   python bench/gpu/measure.py devices OUT.json
   python bench/gpu/measure.py costs OUT.json NAME=MODEL.gguf ...      # verify-batch cost curves, batch 1..16
   python bench/gpu/measure.py engine OUT.json TARGET.gguf DRAFT.gguf   # end-to-end Session runs + step traces
+  python bench/gpu/measure.py mtpcosts OUT.json MODEL.gguf              # MTP draft + hybrid verify/rollback costs
+  python bench/gpu/measure.py mtpbench OUT.json MODEL.gguf LLAMA_SERVER  # engine vs llama-server, MTP n2/n4
 
 `costs`: for each model and KV depth (context), decode a batch of b tokens at that depth with logits on every row
 and read every row (what one speculative verify does), b = 1..16; every shape is run twice before timing (Vulkan
@@ -13,7 +15,7 @@ recorded, so the simulator can be checked against the engine on the same device.
 
 Environment: DD_CONTEXTS, DD_BATCHES, DD_REPS (costs); DD_FLASH = "0", "1" or "0,1" (flash attention off/on; for
 `costs` each setting gets its own entry, NAME and NAME+fa, so one file holds both curves); DD_ENGINE_CONTEXTS,
-DD_MAX_TOKENS (engine).
+DD_MAX_TOKENS (engine). `mtpcosts` and `mtpbench` are in bench/gpu/mtp_measure.py (DD_MTP_* variables there).
 """
 
 from __future__ import annotations
@@ -183,3 +185,11 @@ if __name__ == "__main__":
         costs(out, rest)
     elif what == "engine":
         engine(out, rest[0], rest[1])
+    elif what == "mtpcosts":
+        from bench.gpu.mtp_measure import mtp_costs
+
+        mtp_costs(out, rest[0])
+    elif what == "mtpbench":
+        from bench.gpu.mtp_measure import mtp_bench
+
+        mtp_bench(out, rest[0], rest[1])

@@ -4,25 +4,35 @@
 # Prepared here by bench/gpu/pack.sh into build/ddvk/ (ignored by git; sent with `carry: ["build/ddvk"]`):
 #   gl/*.deb          Debian's libvulkan1, libglvnd0, libegl1, libgl1, libglx0, libopengl0, libgles2 (the machine
 #                     has NVIDIA's ICD but no Vulkan loader; with the first two alone the GPU was not found)
-#   payload.tar.xz    the Vulkan llama_cpp package (pure Python + shared libraries, loaded by ctypes, so the
-#                     wheel built for Python 3.11 here runs under the machine's 3.12) + diskcache + platformdirs
-#   skel/*.skel       GGUF headers (metadata + tensor infos) of the real 0.5B/1.5B and derived 7B/14B/32B shapes
+#   payload.tar.xz    the llama_cpp package (pure Python, loaded by ctypes, so the wheel built for Python 3.11 here
+#                     runs under the machine's 3.12) with the Vulkan build's shared libraries and llama-server in
+#                     its lib/ (bench/gpu/build-bundle.sh: one build for both sides) + diskcache + platformdirs
+#   whl/*.whl         pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions, gguf (cp312)
+#   skel/*.skel       GGUF headers (metadata + tensor infos) of the real 0.5B/1.5B, derived 7B/14B/32B shapes and
+#                     the Qwen3.6-35B-A3B shape with its MTP block (q36)
 # Device command:  DD_STEPS="costs" DD_MODELS="q05b q15b q7b q32b" bash bench/gpu/run_h200.sh
 #   DD_STEPS     any of: costs (verify-cost curves, flash attention off and on), engine (Session runs with step
-#                traces, for checking the simulator), calib (the quick calibration, wall time)
-#   DD_MODELS    which shape-equivalent models to write and measure (the draft q05b is always written)
+#                traces, for checking the simulator), calib (the quick calibration, wall time); MTP on DD_TARGET:
+#                mtpcosts (MTP draft and hybrid verify/rollback costs), mtpbench (engine vs llama-server
+#                --spec-type draft-mtp), mtpcalib (the quick calibration with MTP rows and no draft model)
+#   DD_MODELS    which shape-equivalent models to write and measure; DD_DRAFT the draft (default q05b; "" for none)
 #   DD_TARGET    target for engine/calib (default q7b); DD_FLASH: 0, 1 or 0,1 (costs, engine: see measure.py);
 #   DD_CALIB_FA  flash attention for calib: auto (default), on or off
+#   DD_PACK      where pack.sh's output is (default build/ddvk, relative to the folder the command runs in)
 # Synthetic models stay in /tmp while the machine is kept warm, so a follow-up call skips writing them.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-P=build/ddvk
+P=${DD_PACK:-build/ddvk}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
 for f in $P/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 [ -d /tmp/site/llama_cpp ] || { mkdir -p /tmp/site && tar -xJf $P/payload.tar.xz -C /tmp/site; }
+# pydantic (app.policy validates tables with it) and gguf-py (app.models reads quant types): not in the image
+if ls $P/whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $P/whl/*.whl
+fi
 export PYTHONPATH=/tmp/site:$PWD
 # NVIDIA's Vulkan ICD manifest: the usual place on these machines, else whatever the image has
 ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -30,6 +40,7 @@ ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export VK_DRIVER_FILES=$ICD VK_ICD_FILENAMES=$ICD VK_LOADER_DEBUG=error,warn
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 export DYNADRAFT_HOME=/tmp/ddhome
+export DYNADRAFT_LLAMA_SERVER=/tmp/site/llama_cpp/lib/llama-server  # the Vulkan build's, beside its libraries
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.csv"
 # ggml's own log says whether the Vulkan backend found the GPU: with only some of the loader's libraries unpacked the
 # backend still registers (devices.json lists "Vulkan") while every run silently falls back to the host CPU.
@@ -40,10 +51,11 @@ if ! grep -q "ggml_vulkan: Found [1-9]" "$OUT/devices.log"; then
 fi
 if ! grep -q Vulkan "$OUT/devices.json"; then echo "NO VULKAN DEVICE: stopping"; exit 3; fi
 STEPS=${DD_STEPS:-costs}
-MODELS=${DD_MODELS:-q05b q15b q7b}
+MODELS=${DD_MODELS-q05b q15b q7b}
 TARGET=${DD_TARGET:-q7b}
+DRAFT=${DD_DRAFT-q05b}
 pids=""
-for m in q05b $MODELS $TARGET; do
+for m in $DRAFT $MODELS $TARGET; do
   [ -f /tmp/$m.gguf ] || { python3 bench/gpu/shapegguf.py synth $P/skel/$m.skel /tmp/$m.gguf & pids="$pids $!"; }
 done
 # shellcheck disable=SC2086
@@ -66,6 +78,19 @@ for step in $STEPS; do
       timeout "$left" python3 -m app calibrate --model /tmp/$TARGET.gguf --draft /tmp/q05b.gguf --quick \
         --gpu-layers -1 --ctx-size 8192 --flash-attn $fa --json > "$OUT/calib-$TARGET.json"
       echo "quick calibration rc=$? wall=$(( $(date +%s) - tc ))s" ;;
+    mtpcosts)
+      timeout "$left" python3 bench/gpu/measure.py mtpcosts "$OUT/mtp-costs-$TARGET.json" /tmp/$TARGET.gguf ;;
+    mtpbench)
+      timeout "$left" python3 bench/gpu/measure.py mtpbench "$OUT/mtp-bench-$TARGET.json" /tmp/$TARGET.gguf \
+        "$DYNADRAFT_LLAMA_SERVER"
+      # llama-server loads the same libraries; say whether it found the GPU too (its logs are under DYNADRAFT_HOME)
+      grep -h -m1 "ggml_vulkan: Found" "$DYNADRAFT_HOME"/logs/llama-server/*.log 2>/dev/null \
+        || echo "llama-server logs lack 'ggml_vulkan: Found'" ;;
+    mtpcalib)
+      tc=$(date +%s)
+      timeout "$left" python3 -m app calibrate --model /tmp/$TARGET.gguf --quick --gpu-layers -1 --ctx-size 8192 \
+        --flash-attn on ${DD_CALIB_BUDGET_MIN:+--budget-min $DD_CALIB_BUDGET_MIN} --json > "$OUT/mtp-calib-$TARGET.json"
+      echo "quick MTP calibration rc=$? wall=$(( $(date +%s) - tc ))s" ;;
   esac
   echo "$step done at $(elapsed)s"
 done

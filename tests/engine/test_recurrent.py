@@ -1,8 +1,10 @@
-"""Speculative decoding on recurrent and hybrid memory: the checkpoint/restore rollback path, on tiny random models.
+"""Speculative decoding on recurrent and hybrid memory: both rollback paths, on tiny random models.
 
-Recurrent (and hybrid) memory cannot drop a partial range of positions, so after rejected draft tokens the session
-restores a checkpoint taken before the verify decode and re-decodes [last] + the accepted tokens. These tests run
-that path for real on two models written by tests/engine/tiny_gguf.py (< 1 MB each, load in milliseconds):
+Recurrent (and hybrid) memory has no per-position history. Two ways roll it back after rejected draft tokens:
+llama.cpp's per-token state snapshots of the last decode (n_rs_seq; the default where the architecture has them:
+a plain seq_rm), or a checkpoint taken before the verify decode, restored, then [last] + the accepted tokens
+re-decoded (models without snapshots, drafts deeper than the window, `recurrent_snapshots=False`). These tests
+run both for real on two models written by tests/engine/tiny_gguf.py (< 1 MB each, load in milliseconds):
 
 * "mamba": a 2-layer random Mamba, pure recurrent memory (llama_model_is_recurrent);
 * "qwen35": a 4-layer random Qwen3.5, the hybrid that users run: gated delta-net layers (recurrent state) and
@@ -36,14 +38,28 @@ GREEDY = SamplingParams(temperature=0.0)
 LOOKUP = SpecSettings(source="lookup", n_max=4)
 
 
-def _session(path: Path) -> Session:
+def _session(path: Path, snapshots: bool = True) -> Session:
     # One thread: these decodes take microseconds, and spinning worker threads only fight other work for the CPU.
-    return Session(EngineConfig(model=str(path), n_ctx=512, n_batch=64, n_threads=1))
+    return Session(EngineConfig(model=str(path), n_ctx=512, n_batch=64, n_threads=1, recurrent_snapshots=snapshots))
+
+
+@pytest.fixture(params=["snapshots", "checkpoint"])
+def rollback(request: pytest.FixtureRequest) -> str:
+    """Which rollback path a session uses (see the module docstring)."""
+    return str(request.param)
 
 
 @pytest.fixture
-def session(tiny: TinyModel) -> Iterator[Session]:
-    s = _session(tiny.path)
+def session(tiny: TinyModel, rollback: str) -> Iterator[Session]:
+    s = _session(tiny.path, rollback == "snapshots")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def checkpointing(tiny: TinyModel) -> Iterator[Session]:
+    """A session that rolls back from checkpoints only (for the tests that break save/load on purpose)."""
+    s = _session(tiny.path, snapshots=False)
     yield s
     s.close()
 
@@ -102,15 +118,25 @@ ONE_WRONG = SpecSettings(source="draft", n_max=4, p_min=0.0)
 
 
 @pytest.fixture
-def self_drafting(tiny: TinyModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[Session]:
+def self_drafting(tiny: TinyModel, rollback: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Session]:
     """A session whose draft model is the target itself, drafting through _OneWrongToken."""
-    s = Session(EngineConfig(model=str(tiny.path), draft=str(tiny.path), n_ctx=512, n_batch=64, n_threads=1))
+    cfg = EngineConfig(
+        model=str(tiny.path),
+        draft=str(tiny.path),
+        n_ctx=512,
+        n_batch=64,
+        n_threads=1,
+        recurrent_snapshots=rollback == "snapshots",
+    )
+    s = Session(cfg)
     monkeypatch.setitem(s.sources, "draft", _OneWrongToken(s.sources["draft"], s.model.vocab.n_vocab))
     yield s
     s.close()
 
 
-def test_tiny_model_memory_cannot_drop_a_partial_range(tiny: TinyModel, session: Session) -> None:
+def test_tiny_model_memory_cannot_drop_a_partial_range(tiny: TinyModel, checkpointing: Session) -> None:
+    session = checkpointing
+    assert session.ctx.n_rs_seq == 0
     assert session.model.meta("general.architecture") == tiny.name
     assert session.model.is_recurrent  # the engine's flag: take checkpoints before verifying
     ptr = session.model.ptr
@@ -133,7 +159,81 @@ def test_tiny_model_memory_cannot_drop_a_partial_range(tiny: TinyModel, session:
     assert ctx.tokens == []
 
 
-def test_checkpoint_restores_the_state_exactly(tiny: TinyModel, session: Session) -> None:
+def _fresh_next_logits(session: Session, tokens: list[int], nxt: int) -> np.ndarray:
+    """The logits after `tokens` + `nxt` in a fresh context (prefill, then one decode)."""
+    fresh = Context(session.model, session.ctx.params)
+    try:
+        fresh.prefill(tokens)
+        fresh.decode([nxt])
+        return fresh.logits(-1).copy()
+    finally:
+        fresh.close()
+
+
+def test_snapshots_drop_the_last_decode_in_place_and_nothing_else(tiny: TinyModel) -> None:
+    """Inside the window (positions of the last decode, at most n_rs_seq) a seq_rm restores the state after the
+    kept tokens; outside it, or twice without a decode between, truncate refuses (llama.cpp would silently use a
+    stale snapshot there) and the memory is left as it was."""
+    session = _session(tiny.path)
+    try:
+        ctx = session.ctx
+        if ctx.n_rs_seq == 0:
+            pytest.skip(f"llama.cpp keeps no recurrent snapshots for {tiny.name}")
+        assert ctx.n_rs_seq == 16  # the draft allocation (draft_n_max_cap)
+        tokens = session.model.vocab.tokenize("the cat sat on the mat and the dog ran", add_special=True)[:10]
+        reference = _fresh_next_logits(session, tokens[:6], 8)
+        # What the check below would see if the rollback kept the dropped tokens in the state: far off.
+        assert float(np.abs(_fresh_next_logits(session, tokens, 8) - reference).max()) > 1.0
+        ctx.prefill(tokens)  # one decode of 10 tokens: states after each of them are kept
+        assert ctx.truncate(6)
+        assert ctx.tokens == tokens[:6]
+        assert not ctx.truncate(5)  # a snapshot is used once: no second rollback before a decode
+        ctx.decode([8])
+        # Batch sizes differ (10 then 1 against 6 then 1): llama.cpp's numerics, not the state, may move the logits.
+        gap = float(np.abs(ctx.logits(-1) - reference).max())
+        assert gap < 1e-2, gap
+        ctx.decode([9])  # a one-token decode keeps only the state after it: nothing older can be dropped in place
+        assert not ctx.truncate(len(ctx.tokens) - 1)
+        assert ctx.truncate(0) and ctx.tokens == []  # dropping everything is always fine
+    finally:
+        session.close()
+
+
+def test_snapshot_rollback_saves_no_checkpoint(tiny: TinyModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With snapshots the speculative loop never saves the memory: the rollback is the seq_rm alone."""
+    session = _session(tiny.path)
+    try:
+        if session.ctx.n_rs_seq == 0:
+            pytest.skip(f"llama.cpp keeps no recurrent snapshots for {tiny.name}")
+        saves: list[int] = []
+        original = Context.save_state
+
+        def counting(self: Context) -> tuple[bytes, list[int]]:
+            if self is session.ctx:
+                saves.append(len(self.tokens))
+            return original(self)
+
+        monkeypatch.setattr(Context, "save_state", counting)
+        plain = _run(session, _raw(tiny.prompt, speculative=PLAIN, collect_margins=True))
+        during: list[int] = []  # saves between the first step and the end (the cache's own saves come before)
+        spec = None
+        for ev in session.generate(_raw(tiny.prompt, speculative=LOOKUP)):
+            if isinstance(ev, StepEvent) and not during:
+                during.append(len(saves))
+            if isinstance(ev, DoneEvent):
+                spec = ev.summary
+                during.append(len(saves))
+        assert spec is not None
+        assert spec.timings.draft_n > spec.timings.draft_n_accepted > 0  # rejections: rollbacks ran
+        assert during[-1] == during[0], saves
+        verdict = compare(plain.tokens, plain.margins, spec.tokens)
+        assert verdict.acceptable, verdict.describe()
+    finally:
+        session.close()
+
+
+def test_checkpoint_restores_the_state_exactly(tiny: TinyModel, checkpointing: Session) -> None:
+    session = checkpointing
     ctx = session.ctx
     tokens = session.model.vocab.tokenize(tiny.prompt, add_special=True)
     ctx.prefill(tokens)
@@ -218,6 +318,7 @@ def _greedy_continue(ctx: Context, token: int, n: int) -> tuple[list[int], list[
     return out, margins, first
 
 
+@pytest.mark.parametrize("rollback", ["checkpoint"])
 def test_a_broken_rollback_is_caught(
     tiny: TinyModel, session: Session, self_drafting: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -239,6 +340,7 @@ def test_a_broken_rollback_is_caught(
     assert gap > 1.0
 
 
+@pytest.mark.parametrize("rollback", ["checkpoint"])
 @pytest.mark.parametrize("failing", ["save_state", "load_state"])
 def test_impossible_rollback_turns_speculation_off_with_a_reason(
     tiny: TinyModel, session: Session, monkeypatch: pytest.MonkeyPatch, failing: str
