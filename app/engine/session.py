@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from app.engine import memory
 from app.engine.cache import ConversationCache
 from app.engine.chat import TemplateError, TextStream, render_chat
 from app.engine.logprobs import token_logprob
@@ -86,6 +87,9 @@ class EngineConfig:
     cache_ram_mib: int | None = None
     cache_checkpoints: int = 4
     cache_dir: str | None = None
+    # Remember per content class how each draft source did, beside the calibration tables, and warm-start each
+    # request's pool / adaptive length from it (app/engine/memory.py).
+    source_memory: bool = True
 
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
@@ -311,6 +315,7 @@ class Session:
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
         self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
+        self.pool_cost_label: str | None = None  # names that profile: its rewards get a source memory of their own
         self._caps = DraftCaps(
             min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None, frozenset(self.missing)
         )
@@ -319,6 +324,9 @@ class Session:
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
         self.cache = self._open_cache(ctx_params.flash_attn, dctx)
+        self._memory: memory.SourceMemoryStore | None = None
+        self._memory_opened = False
+        self.use_source_memory = config.source_memory  # switchable per request (bench: warm vs cold side by side)
         self.reload_policy()
 
     def _missing_sources(self) -> dict[str, str]:
@@ -359,6 +367,15 @@ class Session:
         if self.speculation_disabled_reason:
             return DraftCaps(0, False)
         return self._caps
+
+    def source_memory(self) -> memory.SourceMemoryStore | None:
+        """The remembered source statistics for this engine (opened on first use; None when off)."""
+        if not self.use_source_memory or (self.pool_step_cost is not None and not self.pool_cost_label):
+            return None  # off; or rewards in an unnamed device profile's units, which must not mix with measured ones
+        if not self._memory_opened:
+            self._memory_opened = True
+            self._memory = memory.open_store(self, self.pool_cost_label if self.pool_step_cost is not None else None)
+        return self._memory
 
     def set_policy(self, policy: DynamicDraftPolicy) -> None:
         self.policy = policy
@@ -427,6 +444,8 @@ class Session:
     def close(self) -> None:
         if hasattr(self, "cache"):  # close() also cleans up a construction that failed before the cache existed
             self.cache.close()
+        if (store := getattr(self, "_memory", None)) is not None:
+            store.flush()  # the last throttled write
         for src in self.sources.values():
             src.close()
         self.ctx.close()
@@ -490,6 +509,10 @@ class Session:
         elif settings.adaptive and not settings.is_plain:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
         self.stats.start_request(record.content_class or CHAT)
+        warm = None
+        if run.pool is not None or run.adaptive is not None:
+            store = self.source_memory()
+            warm = memory.warm_start(store, self.stats.content_class, run.pool, run.adaptive, settings.source)
 
         # Prefill only what neither the live memory nor a saved state (the conversation cache) already holds.
         t_prompt = time.perf_counter()
@@ -529,6 +552,7 @@ class Session:
             yield TextEvent(tail, 0, 0, tuple(run.logprobs_pending))
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
         n_gen = len(run.generated)
+        memory.remember(self._memory, warm, run.pool, run.adaptive, settings.source, self.stats.request)
         timings = Timings(
             prompt_n=n_prefilled,
             prompt_ms=round(prompt_ms, 3),
@@ -551,6 +575,8 @@ class Session:
                 settings=settings,
                 dynamic_draft=self._decision_dict(record),
                 per_source=self.stats.request_summary(),
+                content_class=self.stats.content_class,
+                source_memory=warm.to_dict() if warm is not None else None,
                 # One more than the tokens when the run ended on an end token: the row that chose to stop.
                 margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
                 logprobs=tuple(run.logprobs),

@@ -151,6 +151,8 @@ class GenerationSummary:
     margins: tuple[float, ...] = ()
     logprobs: tuple[TokenLogprob, ...] = ()  # with GenerationRequest.logprobs: one per token in `tokens`
     cache: dict[str, int] | None = None  # the conversation cache's totals after this request (for /metrics)
+    content_class: str = ""  # the class the request's statistics and source memory are kept under
+    source_memory: dict[str, Any] | None = None  # the warm start used (app/engine/memory.WarmStart.to_dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +165,8 @@ class GenerationSummary:
             "speculative": self.settings.to_dict(),
             "dynamic_draft": self.dynamic_draft,
             "per_source": self.per_source,
+            "content_class": self.content_class,
+            "source_memory": self.source_memory,
         }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,6 +24,9 @@ class Snapshot:
     accepted: np.ndarray
     tps: np.ndarray  # rolling tokens per second
     boundaries: tuple[float, ...]  # x of the first step of each request
+    # Per draft source: its own rolling acceptance over its last drafting steps, carried forward on other sources'
+    # steps (NaN before the source first drafts in a request), so each source reads as one line.
+    by_source: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class StepRing:
@@ -47,6 +50,8 @@ class StepRing:
         self._win_accepted: collections.deque[int] = collections.deque(maxlen=ROLLING_STEPS)
         self._win_emitted: collections.deque[int] = collections.deque(maxlen=ROLLING_STEPS)
         self._win_dt: collections.deque[float] = collections.deque(maxlen=ROLLING_STEPS)
+        self._src_cols: dict[str, np.ndarray] = {}
+        self._src_win: dict[str, tuple[collections.deque[int], collections.deque[int]]] = {}
         self._last_t: float | None = None
         self._new_request = True
         self.requests = 0
@@ -89,6 +94,7 @@ class StepRing:
             self._boundaries.append(float(self._n))
             for w in (self._win_drafted, self._win_accepted, self._win_emitted, self._win_dt):
                 w.clear()
+            self._src_win.clear()
             self._last_t = None
         dt = (ev.t - self._last_t) if self._last_t is not None else (ev.draft_ms + ev.verify_ms) / 1000.0
         self._last_t = ev.t
@@ -105,10 +111,24 @@ class StepRing:
         c["drafted"][i] = ev.drafted
         c["accepted"][i] = ev.accepted
         c["tps"][i] = sum(self._win_emitted) / sum(self._win_dt)
+        self._ingest_source(i, ev)
         self._n += 1
         lo = self._n - self.capacity
         while self._boundaries and self._boundaries[0] < lo:
             self._boundaries.popleft()
+
+    def _ingest_source(self, i: int, ev: StepEvent) -> None:
+        if ev.drafted > 0 and ev.source not in self._src_cols:
+            self._src_cols[ev.source] = np.full(self.capacity, np.nan, dtype=np.float64)
+        if ev.drafted > 0:
+            win = self._src_win.setdefault(
+                ev.source, (collections.deque(maxlen=ROLLING_STEPS), collections.deque(maxlen=ROLLING_STEPS))
+            )
+            win[0].append(ev.drafted)
+            win[1].append(ev.accepted)
+        for name, col in self._src_cols.items():
+            w = self._src_win.get(name)
+            col[i] = sum(w[1]) / sum(w[0]) if w else np.nan
 
     def snapshot(self) -> Snapshot:
         with self._lock:
@@ -124,6 +144,7 @@ class StepRing:
                 accepted=c["accepted"][order],
                 tps=c["tps"][order],
                 boundaries=tuple(self._boundaries),
+                by_source={name: col[order] for name, col in self._src_cols.items()},
             )
 
     def clear(self) -> None:
@@ -131,6 +152,8 @@ class StepRing:
             self._pending.clear()
             for a in self._cols.values():
                 a.fill(np.nan)
+            self._src_cols.clear()
+            self._src_win.clear()
             self._n = 0
             self._boundaries.clear()
             self._new_request = True

@@ -12,11 +12,18 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.gui.live import ROLLING_STEPS, StepRing
+from app.speculative import registry
 
 REDRAW_MS = 100  # 10 fps: smooth enough to read, and far cheaper than redrawing per token
 VIEW_STEPS = 512  # steps visible at once (the ring keeps more)
 X_CHUNK = 64
 _BOUNDARY_PEN = pg.mkPen((150, 150, 150), width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
+_SOURCE_COLORS = {"draft": "#9467bd", "lookup": "#17becf", "mtp": "#e377c2"}  # others: a hue by order of arrival
+
+
+def source_label(name: str) -> str:
+    """The registry's label for a draft source (its name when it is not registered)."""
+    return registry.get(name).label if name in registry.names() else name
 
 
 class LivePlots(QWidget):
@@ -59,7 +66,10 @@ class LivePlots(QWidget):
         self._depth_top = 0.0
         self._tps_top = 0.0
         self._set_x(0)
-        self.c_acc = self.p_acc.plot(pen=pg.mkPen("#1f77b4", width=2), connect="finite")
+        # The legend names the all-sources line and each source's own line (added when a source first drafts).
+        self.acc_legend = self.p_acc.addLegend(offset=(-4, 2), colCount=4, labelTextSize="8pt")
+        self.c_acc = self.p_acc.plot(pen=pg.mkPen("#1f77b4", width=2), name="all sources", connect="finite")
+        self.c_source: dict[str, pg.PlotDataItem] = {}
         self.c_depth = self.p_depth.plot(pen=pg.mkPen("#bbbbbb", width=1), name="depth allowed", connect="finite")
         self.c_drafted = self.p_depth.plot(pen=pg.mkPen("#ff7f0e", width=1), name="drafted", connect="finite")
         self.c_accepted = self.p_depth.plot(pen=pg.mkPen("#2ca02c", width=2), name="accepted", connect="finite")
@@ -98,7 +108,7 @@ class LivePlots(QWidget):
     def redraw(self) -> None:
         s = self.ring.snapshot()
         if s.x.size == 0:
-            for c in (self.c_acc, self.c_depth, self.c_drafted, self.c_accepted, self.c_tps):
+            for c in (self.c_acc, self.c_depth, self.c_drafted, self.c_accepted, self.c_tps, *self.c_source.values()):
                 c.setData([], [])
         else:
             self.c_acc.setData(s.x, s.acceptance)
@@ -106,6 +116,8 @@ class LivePlots(QWidget):
             self.c_drafted.setData(s.x, s.drafted)
             self.c_accepted.setData(s.x, s.accepted)
             self.c_tps.setData(s.x, s.tps)
+            for name, series in s.by_source.items():
+                self._source_curve(name).setData(s.x, series)
             self._set_x(int(s.x[-1]) + 1)
             self._set_y(self.p_depth, "_depth_top", float(np.nanmax(s.depth)) if s.depth.size else 0.0)
             self._set_y(self.p_tps, "_tps_top", float(np.nanmax(s.tps)) if s.tps.size else 0.0)
@@ -117,6 +129,16 @@ class LivePlots(QWidget):
             )
         self._sync_boundaries(s.boundaries)
         self.redraws += 1
+
+    def _source_curve(self, name: str) -> pg.PlotDataItem:
+        """The acceptance line of one draft source, created (and put in the legend) the first time it drafts."""
+        curve = self.c_source.get(name)
+        if curve is None:
+            color = _SOURCE_COLORS.get(name) or pg.intColor(len(self.c_source), hues=8)
+            pen = pg.mkPen(color, width=2)
+            curve = self.p_acc.plot(pen=pen, name=source_label(name), connect="finite")
+            self.c_source[name] = curve
+        return curve
 
     def _set_x(self, n: int) -> None:
         """Show the last VIEW_STEPS steps; the right edge moves in chunks so the axis is rebuilt rarely."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Mapping
 
 from app.engine.types import EngineError, GenerationSummary
 
@@ -35,6 +36,10 @@ class Metrics:
         self.drafted: Counter[str] = Counter()  # by source
         self.accepted: Counter[str] = Counter()
         self.dd_decisions: Counter[str] = Counter()  # by decision reason
+        # By (source, content class): what the source memory learns from, as counters Prometheus can rate().
+        self.class_drafted: Counter[tuple[str, str]] = Counter()
+        self.class_accepted: Counter[tuple[str, str]] = Counter()
+        self.class_seconds: defaultdict[tuple[str, str], float] = defaultdict(float)
         self.prompt_cache: dict[str, int] = {}  # the engine's conversation-cache totals after the latest request
 
     @property
@@ -58,6 +63,11 @@ class Metrics:
             for source, stats in summary.per_source.items():
                 self.drafted[source] += int(stats.get("drafted", 0))
                 self.accepted[source] += int(stats.get("accepted", 0))
+                key = (source, summary.content_class or "unknown")
+                self.class_drafted[key] += int(stats.get("drafted", 0))
+                self.class_accepted[key] += int(stats.get("accepted", 0))
+                ms = float(stats.get("draft_ms", 0.0)) + float(stats.get("verify_ms", 0.0))
+                self.class_seconds[key] += ms / 1000.0
             if summary.cache is not None:
                 self.prompt_cache = dict(summary.cache)
             if summary.dynamic_draft is not None:
@@ -85,6 +95,9 @@ class Metrics:
 
             def by(label: str, counter: Counter[str]) -> list[tuple[str, float]]:
                 return [(f'{{{label}="{_escape(k)}"}}', v) for k, v in sorted(counter.items())]
+
+            def by_class(counter: Mapping[tuple[str, str], float]) -> list[tuple[str, float]]:
+                return [(f'{{source="{_escape(s)}",class="{_escape(c)}"}}', v) for (s, c), v in sorted(counter.items())]
 
             family(
                 "dynadraft_http_requests_total",
@@ -135,6 +148,24 @@ class Metrics:
                 "counter",
                 "Accepted drafted tokens, by draft source.",
                 by("source", self.accepted),
+            )
+            family(
+                "dynadraft_source_drafted_tokens_total",
+                "counter",
+                "Drafted tokens, by draft source and content class.",
+                by_class(self.class_drafted),
+            )
+            family(
+                "dynadraft_source_accepted_tokens_total",
+                "counter",
+                "Accepted drafted tokens, by draft source and content class.",
+                by_class(self.class_accepted),
+            )
+            family(
+                "dynadraft_source_seconds_total",
+                "counter",
+                "Drafting plus verifying time of the steps each source was chosen for, by source and content class.",
+                by_class(self.class_seconds),
             )
             family(
                 "dynadraft_dd_decisions_total",

@@ -22,6 +22,7 @@ from app.server.openai_common import (
     build_generation,
     common_refusals,
     finish_reason,
+    response_extras,
     sse,
     unsupported,
     usage,
@@ -162,8 +163,7 @@ def chat_completion(
         model=model,
         choices=[ChatChoice(message=message, finish_reason=reason, logprobs=logprobs)],
         usage=usage(summary),
-        timings=summary.timings.to_dict(),
-        dynamic_draft=summary.dynamic_draft,
+        **response_extras(summary),
     )
 
 
@@ -218,7 +218,7 @@ def chat_final_chunks(
     summary: GenerationSummary, *, id: str, created: int, model: str, include_usage: bool, reason: str | None = None
 ) -> list[ChatCompletionChunk]:
     """The closing chunk (finish_reason, timings, dynamic_draft) and, when asked, OpenAI's usage-only chunk."""
-    extras: dict[str, Any] = {"timings": summary.timings.to_dict(), "dynamic_draft": summary.dynamic_draft}
+    extras = response_extras(summary)
     chunks = [
         ChatCompletionChunk(
             id=id,

@@ -148,6 +148,22 @@ def usage(summary: GenerationSummary) -> Usage:
     )
 
 
+def per_source(summary: GenerationSummary) -> dict[str, Any] | None:
+    """The request's statistics per draft source with its content class and the source memory's warm start."""
+    if not summary.per_source and summary.source_memory is None:
+        return None
+    return {"class": summary.content_class, "sources": summary.per_source, "memory": summary.source_memory}
+
+
+def response_extras(summary: GenerationSummary) -> dict[str, Any]:
+    """DynaDraft's fields beside OpenAI's in a final response or chunk: timings, the DD record, per-source stats."""
+    return {
+        "timings": summary.timings.to_dict(),
+        "dynamic_draft": summary.dynamic_draft,
+        "per_source": per_source(summary),
+    }
+
+
 def finish_reason(summary: GenerationSummary) -> str:
     # "cancelled" only happens when the client went away, so nobody reads it; keep OpenAI's vocabulary anyway.
     return "stop" if summary.finish_reason == "cancelled" else summary.finish_reason

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -20,6 +19,7 @@ from app.server.openai_common import (
     build_generation,
     common_refusals,
     finish_reason,
+    response_extras,
     sse,
     unsupported,
     usage,
@@ -77,8 +77,7 @@ def completion(
         model=model,
         choices=[CompletionChoice(text=summary.text, finish_reason=finish_reason(summary), logprobs=lp)],
         usage=usage(summary),
-        timings=summary.timings.to_dict(),
-        dynamic_draft=summary.dynamic_draft,
+        **response_extras(summary),
     )
 
 
@@ -92,7 +91,7 @@ def completion_chunk(
 def completion_final_chunks(
     summary: GenerationSummary, *, id: str, created: int, model: str, include_usage: bool
 ) -> list[Completion]:
-    extras: dict[str, Any] = {"timings": summary.timings.to_dict(), "dynamic_draft": summary.dynamic_draft}
+    extras = response_extras(summary)
     final = Completion(
         id=id,
         created=created,

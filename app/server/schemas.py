@@ -271,6 +271,7 @@ class ChatCompletion(BaseModel):
     system_fingerprint: str | None = None
     timings: dict[str, Any] | None = None
     dynamic_draft: dict[str, Any] | None = None
+    per_source: dict[str, Any] | None = None  # {"class", "sources", "memory"}: openai_common.per_source
 
 
 class ChunkDelta(BaseModel):
@@ -297,6 +298,7 @@ class ChatCompletionChunk(BaseModel):
     usage: Usage | None = None
     timings: dict[str, Any] | None = None
     dynamic_draft: dict[str, Any] | None = None
+    per_source: dict[str, Any] | None = None  # {"class", "sources", "memory"}: openai_common.per_source
 
 
 class CompletionLogprobs(BaseModel):
@@ -327,3 +329,4 @@ class Completion(BaseModel):
     system_fingerprint: str | None = None
     timings: dict[str, Any] | None = None
     dynamic_draft: dict[str, Any] | None = None
+    per_source: dict[str, Any] | None = None  # {"class", "sources", "memory"}: openai_common.per_source

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ import openai
 import pytest
 
 from app.models.packaged import ensure_model
+from tests.server.helpers import dynadraft_serve
 
 THINK_TEMPLATE = (
     "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
@@ -40,21 +38,8 @@ ASK_WEATHER = [{"role": "user", "content": "What is the weather in Paris right n
 
 
 def _serve(*args: str) -> Iterator[tuple[openai.OpenAI, str]]:
-    cmd = [sys.executable, "-m", "app", "serve", "--port", "0", "--threads", "1", "--ctx-size", "2048", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"(http://127\.0\.0\.1:\d+/v1) \(model ([^)]+)\)", line)
-        assert match, line
-        with openai.OpenAI(base_url=match.group(1), api_key="x", max_retries=0, timeout=180) as client:
-            yield client, match.group(2)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+    with dynadraft_serve(*args) as (client, model, _base):
+        yield client, model
 
 
 @pytest.fixture(scope="module")
