@@ -207,20 +207,23 @@ def mtp_bench(out: str, path: str, server: str) -> None:
             "tokens": list(sm.tokens),
         }
 
+    def keep(run: dict[str, Any], line: str) -> None:
+        """Record one measured run: printed at once, and the file rewritten (a later hang loses nothing)."""
+        runs.append(run)
+        print(f"mtpbench {run['context']} {run['setting']}: {line}", flush=True)
+        Path(out).write_text(json.dumps({"model": os.path.basename(path), "runs": runs}, indent=1))
+
     if os.environ.get("DD_MTP_BENCH_SERVER", "1") == "0":  # the engine alone: settings interleaved per context
         try:
-            for (msgs, tokens), c in zip(prompts, contexts, strict=True):
+            for msgs, tokens in prompts:
                 for st in settings:
                     ours(msgs, st)  # warm-up
                 for st in settings:
                     dd = ours(msgs, st)
-                    runs.append({"context": len(tokens), "setting": st.label(), "engine": dd | {"tokens": None}})
-                    print(
-                        f"mtpbench {c} {st.label()}: engine {dd['tok_s']:.2f} tok/s "
-                        f"(draft {dd['draft_n']}/{dd['draft_n_accepted']})",
-                        flush=True,
+                    engine_only = {"context": len(tokens), "setting": st.label(), "engine": dd | {"tokens": None}}
+                    keep(
+                        engine_only, f"engine {dd['tok_s']:.2f} tok/s (draft {dd['draft_n']}/{dd['draft_n_accepted']})"
                     )
-                    Path(out).write_text(json.dumps({"model": os.path.basename(path), "runs": runs}, indent=1))
         finally:
             s.close()
         return
@@ -251,31 +254,27 @@ def mtp_bench(out: str, path: str, server: str) -> None:
                         "tokens": r["tokens"],
                     }
 
-                for (msgs, tokens), c in zip(prompts, contexts, strict=True):
+                for msgs, tokens in prompts:
                     ours(msgs, st)  # warm-up of both sides (pipelines, first-use costs)
                     cpp = theirs(tokens[:64], 16)
                     if "error" not in cpp:
                         cpp = theirs(tokens)
                     dd = ours(msgs, st)
-                    runs.append(
-                        {
-                            "context": len(tokens),
-                            "setting": st.label(),
-                            "llama_server": {k: v for k, v in cpp.items() if k != "tokens"},
-                            "engine": {k: v for k, v in dd.items() if k != "tokens"},
-                            "ratio": round(dd["tok_s"] / cpp["tok_s"], 4) if cpp["tok_s"] else None,
-                            "same_tokens": cpp["tokens"] == dd["tokens"],
-                        }
-                    )
-                    r = runs[-1]
-                    print(
-                        f"mtpbench {c} {st.label()}: llama-server {cpp['tok_s']:.2f} tok/s "
+                    both = {
+                        "context": len(tokens),
+                        "setting": st.label(),
+                        "llama_server": {k: v for k, v in cpp.items() if k != "tokens"},
+                        "engine": {k: v for k, v in dd.items() if k != "tokens"},
+                        "ratio": round(dd["tok_s"] / cpp["tok_s"], 4) if cpp["tok_s"] else None,
+                        "same_tokens": cpp["tokens"] == dd["tokens"],
+                    }
+                    keep(
+                        both,
+                        f"llama-server {cpp['tok_s']:.2f} tok/s "
                         f"(draft {cpp.get('draft_n')}/{cpp.get('draft_n_accepted')} {cpp.get('error', '')}), "
                         f"engine {dd['tok_s']:.2f} tok/s "
-                        f"(draft {dd['draft_n']}/{dd['draft_n_accepted']}), ratio {r['ratio']}, "
-                        f"same tokens {r['same_tokens']}",
-                        flush=True,
+                        f"(draft {dd['draft_n']}/{dd['draft_n_accepted']}), ratio {both['ratio']}, "
+                        f"same tokens {both['same_tokens']}",
                     )
-                    Path(out).write_text(json.dumps({"model": os.path.basename(path), "runs": runs}, indent=1))
     finally:
         s.close()
