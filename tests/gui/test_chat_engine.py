@@ -136,7 +136,9 @@ def test_speculative_reply_feeds_graphs_and_never_blocks(make_window, gui_engine
     )
     assert worst_burst < MAX_BLOCK_S, f"the GUI thread computed for {worst_burst * 1000:.0f} ms without yielding"
     if load <= (os.cpu_count() or 1):
-        assert worst_gap < MAX_BLOCK_S, f"main thread blocked for {worst_gap * 1000:.0f} ms (limit {MAX_BLOCK_S * 1000:.0f})"
+        assert worst_gap < MAX_BLOCK_S, (
+            f"main thread blocked for {worst_gap * 1000:.0f} ms (limit {MAX_BLOCK_S * 1000:.0f})"
+        )
     elif worst_gap >= MAX_BLOCK_S:
         # On an oversubscribed machine the OS, not the app, decides when the GUI thread runs; the CPU-burst check
         # above still proves the GUI never does long work on its thread.
