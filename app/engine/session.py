@@ -267,6 +267,7 @@ class Session:
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
+        depth_cap = min(config.draft_n_max_cap, config.n_batch - 1, 64)  # no draft goes deeper (see DraftCaps)
         ctx_params = ContextParams(
             n_ctx=config.n_ctx,
             n_batch=config.n_batch,
@@ -278,7 +279,7 @@ class Session:
             # any draft can go, so a rejected draft rolls back in place: on the H200 the full checkpoint this
             # replaces cost 108-738 MB and 0.17-1.2 s per speculative step (bench/results/2026-12-01-h200-mtp.md).
             # llama.cpp grants none on models without recurrent memory.
-            n_rs_seq=min(config.draft_n_max_cap, config.n_batch - 1, 64) if config.recurrent_snapshots else 0,
+            n_rs_seq=depth_cap if config.recurrent_snapshots else 0,
         )
         if config.mtp not in MTP_MODES:
             raise LlamaError(f"mtp must be one of {', '.join(MTP_MODES)}")
@@ -316,9 +317,7 @@ class Session:
         self._verify_ms: dict[int, float] = {}
         self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
         self.pool_cost_label: str | None = None  # names that profile: its rewards get a source memory of their own
-        self._caps = DraftCaps(
-            min(config.draft_n_max_cap, config.n_batch - 1, 64), self.draft_model is not None, frozenset(self.missing)
-        )
+        self._caps = DraftCaps(depth_cap, self.draft_model is not None, frozenset(self.missing))
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
