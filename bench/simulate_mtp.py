@@ -185,7 +185,7 @@ def snapshot_rows(costs: dict[str, Any], bench: dict[str, Any]) -> list[dict[str
             steps = e["predicted_n"] - e["draft_n_accepted"]  # every step emits its accepted tokens + one
             step_ms = 1000.0 * e["predicted_n"] / e["tok_s"] / steps
             verify[n + 1] = step_ms - cost["draft_ms"][str(n)]
-            toks = 1.0 + sum(_prefix(n, i) for i in range(1, n + 1))
+            toks = 1.0 + n * aggregate_rate(n)  # the target's own token + E[accepted]
             tps[label] = round(1000.0 * toks / step_ms, 2)
         best = max(tps, key=lambda k: tps[k])
         n2 = tps.get("mtp n2,p0")
@@ -194,14 +194,6 @@ def snapshot_rows(costs: dict[str, Any], bench: dict[str, Any]) -> list[dict[str
                      "dd_vs_n2": round(tps[best] / n2, 4) if n2 else None,
                      "dd_vs_plain": round(tps[best] / tps["off"], 4)})  # fmt: skip
     return rows
-
-
-def _prefix(n: int, i: int) -> float:
-    """P(the first i drafted tokens are all accepted), flat acceptance."""
-    p = 1.0
-    for j in range(1, i + 1):
-        p *= accept(j)
-    return p
 
 
 def main() -> None:
