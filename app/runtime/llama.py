@@ -271,7 +271,7 @@ class Context:
                 self.clear()
             raise LlamaError(f"llama_decode failed with code {rc}")
         self.tokens.extend(tokens)
-        self._rs_window = min(n - 1, self.n_rs_seq)
+        self._rs_window = self._droppable_after(n)
         self._first_out = first_out
         if self.on_decoded is not None:
             self.on_decoded(pos0, n)
@@ -314,7 +314,13 @@ class Context:
     def can_drop(self, n_decoded: int, n_drop: int) -> bool:
         """Whether, after a decode of `n_decoded` tokens, dropping its last `n_drop` positions will need no saved
         checkpoint: always on attention-only memory, within the snapshot window on recurrent/hybrid memory."""
-        return not self.recurrent or n_drop <= min(n_decoded - 1, self.n_rs_seq)
+        return not self.recurrent or n_drop <= self._droppable_after(n_decoded)
+
+    def _droppable_after(self, n_decoded: int) -> int:
+        """Trailing positions a recurrent memory can drop in place after a decode of n_decoded tokens: the decode
+        kept the state after each of its tokens, so the oldest state it can go back to is after its first one
+        (n_decoded - 1 positions dropped), and never more than n_rs_seq back."""
+        return min(n_decoded - 1, self.n_rs_seq)
 
     def clear(self) -> None:
         L.llama_memory_clear(self.mem, True)
