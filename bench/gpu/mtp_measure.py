@@ -6,18 +6,26 @@ flash attention on, everything through the engine's own code (app.runtime.llama,
 - the MTP draft at steady state: MtpSource.propose of n = 1..8 tokens after a rollback to the committed history
   (one (token, hidden state) pair to catch up, then n - 1 more single decodes), ms per call and per drafted token;
 - verify batches b = 1..8 tokens with logits on every row and every row read, the hidden-state rows handed to the
-  MTP source as the engine does; the hybrid memory cannot drop positions, so each verify is bracketed by the
-  engine's full sequence checkpoint (save_state before, load_state after), timed separately; also the size and cost
-  of llama.cpp's partial-only checkpoint (LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent state alone), which the
-  engine does not use today.
+  MTP source as the engine does, each followed by the engine's rollback when every drafted token is rejected:
+  the target is created with n_rs_seq = the engine's draft depth cap (16), so Context.truncate drops the b - 1
+  drafted positions in place from llama.cpp's per-token recurrent snapshots (timed as rollback_ms; the history
+  grows by the one kept token per verify);
+- for comparison, the engine's old rollback (still its path beyond the snapshot window): the full sequence
+  checkpoint saved before a verify and loaded after it (b = 1 and 4, 3 runs), and the size and cost of llama.cpp's
+  partial-only checkpoint (LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent state alone).
 Every shape runs twice before it is timed (Vulkan builds pipelines lazily), then DD_REPS times (default 5); medians.
 
 `mtp_bench` (measure.py mtpbench OUT.json MODEL.gguf LLAMA_SERVER): the engine's tok/s against the pinned
 llama-server with `--spec-type draft-mtp` and the same n-max/p-min, on the same file and prompt token ids
-(DD_MTP_BENCH_CONTEXTS, default 2048), greedy, DD_MAX_TOKENS (default 128) tokens, plain, MTP n2,p0 and n4,p0:
-for each setting a server is started with that setting, then llama-server and the engine run one after the other
-(one run each after a warm-up of both). Both report llama.cpp's predicted_per_second (tokens after the prompt).
-DD_MTP_BENCH_SERVER=0 runs the engine alone, its settings interleaved per context (one run each after a warm-up).
+(DD_MTP_BENCH_CONTEXTS, default 2048), greedy, DD_MAX_TOKENS (default 128) tokens, plain, MTP n2,p0 and n4,p0.
+Every server prefills in one piece (SERVER_BASE_FLAGS). Before the first MTP setting, each of MTP_SERVER_TRIES
+(DD_MTP_SERVER_TRIES, ";"-separated) is probed in turn with a short request and DD_SERVER_PROBE_TIMEOUT_S (30 s);
+the first that answers is used for every MTP setting, and a probe with no answer records what the server was doing.
+For each setting a server is started, both sides warm up, then DD_MTP_BENCH_REPS (default 1) rounds run llama-server
+and the engine interleaved (the order alternates), medians kept. A request with no answer within DD_SERVER_TIMEOUT_S
+(120 s) is recorded as a timeout and ends that setting. Both sides report llama.cpp's predicted_per_second (tokens
+after the prompt). Greedy tokens are compared with the engine's, the first difference judged by the engine's top-2
+margin there (app.speculative.exactness). DD_MTP_BENCH_SERVER=0 runs the engine alone, settings interleaved.
 """
 
 from __future__ import annotations
@@ -63,6 +71,7 @@ def _partial_state_ms(ctx: Any) -> tuple[int, float, float]:
 
 
 def mtp_costs(out: str, path: str) -> None:
+    from app.engine.session import EngineConfig
     from app.runtime.llama import Context, ContextParams, Model, ModelParams
     from app.speculative.mtp import attach_mtp
 
@@ -73,7 +82,11 @@ def mtp_costs(out: str, path: str) -> None:
     t_load = time.perf_counter()
     m = Model(path, ModelParams(NGL, load_mtp=True))
     load_s = time.perf_counter() - t_load
-    cp = ContextParams(n_ctx=max(contexts) + 64, n_batch=512, n_threads=THREADS, flash_attn="on")
+    # The engine's snapshot window (Session: the draft depth cap), so a rejected draft rolls back as it does there.
+    n_rs_seq = min(EngineConfig.draft_n_max_cap, 512 - 1, 64)
+    # Room for the measured verifies: each keeps one token (the engine's "every draft rejected" case).
+    n_ctx = max(contexts) + 2 * len(batches) * (reps + 2) + max(batches) + 64
+    cp = ContextParams(n_ctx=n_ctx, n_batch=512, n_threads=THREADS, flash_attn="on", n_rs_seq=n_rs_seq)
     ctx = Context(m, cp)
     src = attach_mtp(ctx, m, cp)
     rng = np.random.default_rng(0)
@@ -84,6 +97,7 @@ def mtp_costs(out: str, path: str) -> None:
         "n_gpu_layers": NGL,
         "flash_attn": "on",
         "reps": reps,
+        "n_rs_seq": ctx.n_rs_seq,
         "load_s": round(load_s, 2),
         "contexts": {},
     }
@@ -93,12 +107,13 @@ def mtp_costs(out: str, path: str) -> None:
         toks = [int(t) for t in rng.integers(1000, min(n_vocab - 1, 100000), size=c)]
         row = _context_row(ctx, src, toks, depths, batches, reps, rng)
         result["contexts"][str(c)] = row
+        old = row["full_checkpoint"]
         print(
             f"mtpcosts {c}: prefill {row['prefill_ms']:.0f} ms, MTP catch-up {row['mtp_catchup_ms']:.0f} ms, "
-            f"draft/token {row['draft_ms_per_token']}, verify {row['verify_ms']}, checkpoint "
-            f"{row['checkpoint_bytes'] / 1e6:.0f} MB save {row['checkpoint_save_ms']} / load "
-            f"{row['checkpoint_load_ms']} ms, partial {row['partial_checkpoint_bytes'] / 1e6:.1f} MB "
-            f"{row['partial_save_ms']} / {row['partial_load_ms']} ms",
+            f"draft/token {row['draft_ms_per_token']}, verify {row['verify_ms']}, snapshot rollback "
+            f"{row['rollback_ms']} ms; old path: checkpoint {old['bytes'] / 1e6:.0f} MB save {old['save_ms']} / "
+            f"load {old['load_ms']} ms, verify after a load {old['verify_ms']}; partial "
+            f"{row['partial_checkpoint_bytes'] / 1e6:.1f} MB {row['partial_save_ms']} / {row['partial_load_ms']} ms",
             flush=True,
         )
         Path(out).write_text(json.dumps(result, indent=1))  # after each context: a timeout keeps what was done
@@ -108,7 +123,7 @@ def mtp_costs(out: str, path: str) -> None:
 
 
 def _context_row(ctx: Any, src: Any, toks: list[int], depths: Any, batches: Any, reps: int, rng: Any) -> dict:  # type: ignore[type-arg]
-    """One KV depth's figures (see the module docstring); the target holds `toks` afterwards."""
+    """One KV depth's figures (see the module docstring); the target holds `toks` (+ a few verified tokens) after."""
     from app.runtime.sampling import SamplingParams
 
     greedy = SamplingParams(temperature=0.0)
@@ -134,37 +149,121 @@ def _context_row(ctx: Any, src: Any, toks: list[int], depths: Any, batches: Any,
 
     row["draft_ms"] = {str(n): _median_ms(lambda n=n: propose(n), reps) for n in depths}
     row["draft_ms_per_token"] = {k: round(v / int(k), 4) for k, v in row["draft_ms"].items()}
-    verify: dict[str, float] = {}
-    save: list[float] = []
-    load: list[float] = []
 
-    def once(batch: list[int]) -> float:
+    def read_rows(batch: list[int]) -> float:
         t = time.perf_counter()
-        state = ctx.save_state()
-        t1 = time.perf_counter()
         ctx.decode(batch, logits_from=0)
         for i in range(len(batch)):
             ctx.logits(i)
-        t2 = time.perf_counter()
-        ctx.load_state(state)
-        t3 = time.perf_counter()
-        save.append((t1 - t) * 1000)
-        load.append((t3 - t2) * 1000)
-        return (t2 - t1) * 1000
+        return (time.perf_counter() - t) * 1000
 
+    rollback: dict[str, list[float]] = {}
+
+    def snapshot_step(batch: list[int]) -> float:
+        """A verify of [last] + (b - 1) drafted tokens, every draft rejected: the engine's rollback keeps [last]
+        and drops the rest in place from the recurrent snapshots (Context.truncate), so the history grows by one."""
+        n0 = len(ctx.tokens)
+        ms = read_rows(batch)
+        t = time.perf_counter()
+        if not ctx.truncate(n0 + 1):
+            raise RuntimeError(f"snapshot rollback of {len(batch) - 1} positions refused (n_rs_seq {ctx.n_rs_seq})")
+        rollback.setdefault(str(len(batch)), []).append((time.perf_counter() - t) * 1000)
+        src.rollback(n0 + 1)
+        return ms
+
+    verify: dict[str, float] = {}
     for b in batches:
         batch = [int(t) for t in rng.integers(1000, 30000, size=b)]
-        verify[str(b)] = _median_ms(lambda batch=batch: once(batch), reps)
-    state = ctx.save_state()
+        verify[str(b)] = _median_ms(lambda batch=batch: snapshot_step(batch), reps)
     row["verify_ms"] = verify
-    row["checkpoint_bytes"] = len(state[0])
-    row["checkpoint_save_ms"] = round(statistics.median(save), 3)
-    row["checkpoint_load_ms"] = round(statistics.median(load), 3)
+    row["rollback_ms"] = {k: round(statistics.median(v), 4) for k, v in rollback.items()}
+    row["full_checkpoint"] = _full_checkpoint_path(ctx, src, rng)
     pbytes, psave, pload = _partial_state_ms(ctx)
     row["partial_checkpoint_bytes"] = pbytes
     row["partial_save_ms"], row["partial_load_ms"] = round(psave, 3), round(pload, 3)
-    ctx.load_state(state)  # the partial restore above must leave nothing behind
     return row
+
+
+def _full_checkpoint_path(ctx: Any, src: Any, rng: Any) -> dict[str, Any]:
+    """The engine's old rollback, for comparison: a whole sequence checkpoint saved before the verify and loaded
+    after it (still its path for drafts deeper than the snapshot window). b = 1 and 4, 3 timed runs after a warm
+    one; the verify is the one that follows the previous load, as it was in the engine."""
+    verify: dict[str, float] = {}
+    save: list[float] = []
+    load: list[float] = []
+    for b in (1, 4):
+        batch = [int(t) for t in rng.integers(1000, 30000, size=b)]
+        times = []
+        for i in range(4):
+            t = time.perf_counter()
+            state = ctx.save_state()
+            t1 = time.perf_counter()
+            ctx.decode(batch, logits_from=0)
+            for j in range(b):
+                ctx.logits(j)
+            t2 = time.perf_counter()
+            ctx.load_state(state)
+            src.rollback(len(ctx.tokens))
+            t3 = time.perf_counter()
+            if i:
+                save.append((t1 - t) * 1000)
+                load.append((t3 - t2) * 1000)
+                times.append((t2 - t1) * 1000)
+        verify[str(b)] = round(statistics.median(times), 4)
+    return {
+        "bytes": len(state[0]),
+        "save_ms": round(statistics.median(save), 3),
+        "load_ms": round(statistics.median(load), 3),
+        "verify_ms": verify,
+    }
+
+
+# Every llama-server in mtpbench prefills a prompt in one piece, as the engine does. By default the pinned server
+# decodes a hybrid model's last 4 prompt tokens (and those n_ubatch before them) as separate batches to take context
+# checkpoints there; a Gated DeltaNet prefill split like that gives other logits (max |diff| 0.35 on the tiny
+# reference model), which is why the greedy tokens differed from the engine's on every row (see the results).
+SERVER_BASE_FLAGS = ("--ctx-checkpoints", "0")
+# Tried in order for the MTP settings until one answers a probe; the default draft-mtp path gave no answer on the
+# H200 (its draft sampling runs on the backend there: top-k over the whole vocabulary, off with the flag below).
+MTP_SERVER_TRIES = ("", "--no-spec-draft-backend-sampling")
+
+
+def _hang_snapshot(srv: Any) -> dict[str, Any]:
+    """What a server that gave no answer is doing: its CPU use over 2 s, its threads' states, the GPU's use, its
+    log's tail (a busy loop, a wait on the device, or a slow step)."""
+    import subprocess
+
+    snap: dict[str, Any] = {}
+    pid = srv.pid
+    try:
+
+        def cpu_s() -> float:
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+        a, t = cpu_s(), time.perf_counter()
+        time.sleep(2.0)
+        snap["cpu_cores_busy"] = round((cpu_s() - a) / (time.perf_counter() - t), 2)
+        states: dict[str, int] = {}
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            st = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            states[st] = states.get(st, 0) + 1
+        snap["thread_states"] = states
+    except (OSError, ValueError, IndexError, TypeError) as e:
+        snap["proc_error"] = str(e)
+    try:
+        q = subprocess.run(
+            ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        snap["gpu"] = q.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    snap["log_tail"] = srv.logs(40).splitlines()[-40:]
+    return snap
 
 
 def mtp_bench(out: str, path: str, server: str) -> None:
@@ -173,10 +272,12 @@ def mtp_bench(out: str, path: str, server: str) -> None:
     from app.engine.types import DoneEvent, GenerationRequest
     from app.runtime.llama_server import ExternalServer, ServerSpec
     from app.runtime.sampling import SamplingParams
+    from app.speculative.exactness import compare
     from app.speculative.settings import PLAIN, SpecSettings
 
     contexts = _env_ints("DD_MTP_BENCH_CONTEXTS", "2048")
     n_predict = int(os.environ.get("DD_MAX_TOKENS", "128"))
+    reps = int(os.environ.get("DD_MTP_BENCH_REPS", "1"))
     n_ctx = max(contexts) + n_predict + 256
     greedy = SamplingParams(temperature=0.0)
     common: dict[str, Any] = {"model": path, "n_ctx": n_ctx, "n_batch": 512, "n_threads": THREADS}
@@ -190,12 +291,28 @@ def mtp_bench(out: str, path: str, server: str) -> None:
         prompts.append((msgs, s.format_prompt(req)))
     named = {"off": PLAIN, "n2": SpecSettings("mtp", 2, 0, 0.0), "n4": SpecSettings("mtp", 4, 0, 0.0)}
     settings = [named[k] for k in os.environ.get("DD_MTP_BENCH_SETTINGS", "off,n2,n4").split(",")]
-    server_timeout = float(os.environ.get("DD_SERVER_TIMEOUT_S", "600"))
-    runs: list[dict[str, Any]] = []
+    server_timeout = float(os.environ.get("DD_SERVER_TIMEOUT_S", "120"))
+    probe_timeout = float(os.environ.get("DD_SERVER_PROBE_TIMEOUT_S", "30"))
+    base_flags = tuple(os.environ.get("DD_SERVER_BASE_FLAGS", " ".join(SERVER_BASE_FLAGS)).split())
+    tries = [tuple(t.split()) for t in os.environ.get("DD_MTP_SERVER_TRIES", ";".join(MTP_SERVER_TRIES)).split(";")]
+    report: dict[str, Any] = {
+        "model": os.path.basename(path),
+        "server_base_flags": base_flags,
+        "probes": [],
+        "runs": [],
+    }
 
-    def ours(msgs: Any, st: SpecSettings) -> dict[str, Any]:
+    def save() -> None:
+        Path(out).write_text(json.dumps(report, indent=1))  # rewritten after each record: a later hang loses nothing
+
+    def ours(msgs: Any, st: SpecSettings, margins: bool = False) -> dict[str, Any]:
         req = GenerationRequest(
-            messages=msgs, max_tokens=n_predict, sampling=greedy, speculative=st, cache_prompt=False
+            messages=msgs,
+            max_tokens=n_predict,
+            sampling=greedy,
+            speculative=st,
+            cache_prompt=False,
+            collect_margins=margins,
         )
         sm = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
         t = sm.timings
@@ -205,13 +322,46 @@ def mtp_bench(out: str, path: str, server: str) -> None:
             "draft_n": t.draft_n,
             "draft_n_accepted": t.draft_n_accepted,
             "tokens": list(sm.tokens),
+            "margins": list(sm.margins),
         }
 
-    def keep(run: dict[str, Any], line: str) -> None:
-        """Record one measured run: printed at once, and the file rewritten (a later hang loses nothing)."""
-        runs.append(run)
-        print(f"mtpbench {run['context']} {run['setting']}: {line}", flush=True)
-        Path(out).write_text(json.dumps({"model": os.path.basename(path), "runs": runs}, indent=1))
+    def theirs(srv: Any, tokens: list[int], n: int, timeout: float) -> dict[str, Any]:
+        """One /completion; a request with no answer within `timeout` is recorded as such, never waited on."""
+        body = {"prompt": tokens, "n_predict": n, "temperature": 0, "cache_prompt": False, "return_tokens": True}
+        t0 = time.perf_counter()
+        try:
+            status, r = srv.request("POST", "/completion", body, timeout=timeout)
+        except TimeoutError:
+            return {"tok_s": 0.0, "error": f"no answer within {timeout:g} s", "hang": _hang_snapshot(srv)}
+        t = r["timings"]
+        return {
+            "tok_s": t["predicted_per_second"],
+            "predicted_n": t["predicted_n"],
+            "prompt_ms": t["prompt_ms"],
+            "predicted_ms": t["predicted_ms"],
+            "wall_s": round(time.perf_counter() - t0, 3),
+            "draft_n": t.get("draft_n", 0),
+            "draft_n_accepted": t.get("draft_n_accepted", 0),
+            "tokens": r["tokens"],
+        }
+
+    def server_spec(flags: tuple[str, ...]) -> ServerSpec:
+        return ServerSpec(binary=server, **common, extra_args=base_flags + flags, start_timeout_s=300.0)
+
+    def answering_flags(st: SpecSettings, spec_flags: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The first of `tries` under which a server answers a short probe (64 prompt tokens, 16 tokens) in time.
+        Probes log verbosely (-v: where a hang sits); the timed server is started again without it."""
+        for extra in tries:
+            flags = spec_flags + extra
+            with ExternalServer(server_spec((*flags, "-v"))) as srv:
+                r = theirs(srv, prompts[0][1][:64], 16, probe_timeout)
+            report["probes"].append({"setting": st.label(), "flags": base_flags + flags, **_no_tokens(r)})
+            save()
+            outcome = r.get("error") or f"{r['tok_s']:.2f} tok/s"
+            print(f"mtpbench probe {st.label()} {' '.join(flags)}: {outcome}", flush=True)
+            if "error" not in r:
+                return flags
+        return None
 
     if os.environ.get("DD_MTP_BENCH_SERVER", "1") == "0":  # the engine alone: settings interleaved per context
         try:
@@ -219,62 +369,94 @@ def mtp_bench(out: str, path: str, server: str) -> None:
                 for st in settings:
                     ours(msgs, st)  # warm-up
                 for st in settings:
-                    dd = ours(msgs, st)
-                    engine_only = {"context": len(tokens), "setting": st.label(), "engine": dd | {"tokens": None}}
-                    keep(
-                        engine_only, f"engine {dd['tok_s']:.2f} tok/s (draft {dd['draft_n']}/{dd['draft_n_accepted']})"
-                    )
+                    dd = _no_tokens(ours(msgs, st)) | {"margins": None}
+                    report["runs"].append({"context": len(tokens), "setting": st.label(), "engine": dd})
+                    save()
+                    print(f"mtpbench {len(tokens)} {st.label()}: engine {dd['tok_s']:.2f} tok/s", flush=True)
         finally:
             s.close()
         return
+    found: tuple[str, ...] | None = None
     try:
         for st in settings:
             flags: tuple[str, ...] = ()
             if st.source == "mtp":
                 flags = ("--spec-type", "draft-mtp", "--spec-draft-n-max", str(st.n_max))
                 flags += ("--spec-draft-n-min", "0", "--spec-draft-p-min", f"{st.p_min:g}")
-            spec = ServerSpec(binary=server, **common, extra_args=flags, start_timeout_s=300.0)
-            with ExternalServer(spec) as srv:
-
-                def theirs(tokens: list[int], n: int = n_predict, srv: ExternalServer = srv) -> dict[str, Any]:
-                    body = {"prompt": tokens, "n_predict": n, "temperature": 0, "cache_prompt": False}
-                    try:
-                        status, r = srv.request(
-                            "POST", "/completion", {**body, "return_tokens": True}, timeout=server_timeout
-                        )
-                    except TimeoutError:  # seen: draft-mtp on a hybrid model slows with n_ctx (see the results)
-                        return {"tok_s": 0.0, "error": f"no answer within {server_timeout:.0f} s", "tokens": []}
-                    assert status == 200, r
-                    t = r["timings"]
-                    return {
-                        "tok_s": t["predicted_per_second"],
-                        "predicted_n": t["predicted_n"],
-                        "draft_n": t.get("draft_n", 0),
-                        "draft_n_accepted": t.get("draft_n_accepted", 0),
-                        "tokens": r["tokens"],
-                    }
-
+                if found is None:
+                    got = answering_flags(st, flags)
+                    if got is None:
+                        print(f"mtpbench {st.label()}: no server flags answered the probe", flush=True)
+                        continue
+                    found = got[len(flags) :]
+                flags += found
+            with ExternalServer(server_spec(flags)) as srv:
                 for msgs, tokens in prompts:
-                    ours(msgs, st)  # warm-up of both sides (pipelines, first-use costs)
-                    cpp = theirs(tokens[:64], 16)
-                    if "error" not in cpp:
-                        cpp = theirs(tokens)
-                    dd = ours(msgs, st)
-                    both = {
-                        "context": len(tokens),
-                        "setting": st.label(),
-                        "llama_server": {k: v for k, v in cpp.items() if k != "tokens"},
-                        "engine": {k: v for k, v in dd.items() if k != "tokens"},
-                        "ratio": round(dd["tok_s"] / cpp["tok_s"], 4) if cpp["tok_s"] else None,
-                        "same_tokens": cpp["tokens"] == dd["tokens"],
-                    }
-                    keep(
-                        both,
-                        f"llama-server {cpp['tok_s']:.2f} tok/s "
-                        f"(draft {cpp.get('draft_n')}/{cpp.get('draft_n_accepted')} {cpp.get('error', '')}), "
-                        f"engine {dd['tok_s']:.2f} tok/s "
-                        f"(draft {dd['draft_n']}/{dd['draft_n_accepted']}), ratio {both['ratio']}, "
-                        f"same tokens {both['same_tokens']}",
-                    )
+                    warm = ours(msgs, st, margins=True)  # warm-up of both sides; the engine's margins for the check
+                    cpp: dict[str, Any] = theirs(srv, tokens[:64], 16, server_timeout)
+                    dd_runs: list[dict[str, Any]] = []
+                    cpp_runs: list[dict[str, Any]] = []
+                    for i in range(reps if "error" not in cpp else 0):
+                        for side in ("server", "engine") if i % 2 == 0 else ("engine", "server"):  # interleaved
+                            if side == "engine":
+                                dd_runs.append(ours(msgs, st))
+                            elif "error" not in (cpp := theirs(srv, tokens, n_predict, server_timeout)):
+                                cpp_runs.append(cpp)
+                        if "error" in cpp:
+                            break
+                    keep_run(report, st, tokens, warm, cpp, cpp_runs, dd_runs, compare, base_flags + flags)
+                    save()
+                    if "error" in cpp:
+                        break  # the server is still busy with the request: the next would queue behind it
     finally:
         s.close()
+
+
+def _no_tokens(r: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in r.items() if k != "tokens"}
+
+
+def _median_of(runs: list[dict[str, Any]], key: str) -> float | None:
+    return round(statistics.median(r[key] for r in runs), 3) if runs else None
+
+
+def keep_run(
+    report: dict[str, Any],
+    st: Any,
+    tokens: list[int],
+    warm: dict[str, Any],
+    cpp: dict[str, Any],
+    cpp_runs: list[dict[str, Any]],
+    dd_runs: list[dict[str, Any]],
+    compare: Any,
+    flags: tuple[str, ...],
+) -> None:
+    """Record one (context, setting): medians of both sides, their ratio, and whether the greedy tokens agree (the
+    first difference judged by the engine's own top-2 margin there: a near-tie, or not)."""
+    cpp_tok = _median_of(cpp_runs, "tok_s")
+    dd_tok = _median_of(dd_runs, "tok_s")
+    row: dict[str, Any] = {
+        "context": len(tokens),
+        "setting": st.label(),
+        "server_flags": flags,
+        "llama_server": {"tok_s": cpp_tok, "runs": [_no_tokens(r) for r in cpp_runs]},
+        "engine": {"tok_s": dd_tok, "runs": [_no_tokens(r) | {"margins": None} for r in dd_runs]},
+        "ratio": round(dd_tok / cpp_tok, 4) if cpp_tok and dd_tok else None,
+    }
+    if "error" in cpp:
+        row["llama_server"]["error"] = cpp["error"]
+        row["llama_server"]["hang"] = cpp.get("hang")
+    if cpp_runs:
+        verdict = compare(warm["tokens"], warm["margins"], cpp_runs[0]["tokens"])
+        row["same_tokens"] = verdict.identical
+        row["tokens_check"] = verdict.describe()
+    report["runs"].append(row)
+    d = dd_runs[0] if dd_runs else {}
+    c = cpp_runs[0] if cpp_runs else {}
+    print(
+        f"mtpbench {row['context']} {row['setting']}: llama-server {cpp_tok} tok/s "
+        f"(draft {c.get('draft_n')}/{c.get('draft_n_accepted')}) {cpp.get('error', '')}, engine {dd_tok} tok/s "
+        f"(draft {d.get('draft_n')}/{d.get('draft_n_accepted')}), ratio {row['ratio']}, "
+        f"tokens {row.get('tokens_check')}",
+        flush=True,
+    )
