@@ -387,6 +387,8 @@ def mtp_bench(out: str, path: str, server: str) -> None:
                     got = answering_flags(st, flags)
                     if got is None:
                         print(f"mtpbench {st.label()}: no server flags answered the probe", flush=True)
+                        report["runs"].append({"setting": st.label(), "llama_server": {"error": "no flags answered"}})
+                        save()
                         continue
                     found = got[len(flags) :]
                 flags += found
