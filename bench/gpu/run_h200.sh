@@ -85,7 +85,9 @@ for step in $STEPS; do
         "$DYNADRAFT_LLAMA_SERVER"
       # llama-server loads the same libraries; say whether it found the GPU too (its logs are under DYNADRAFT_HOME)
       grep -h -m1 "ggml_vulkan: Found" "$DYNADRAFT_HOME"/logs/llama-server/*.log 2>/dev/null \
-        || echo "llama-server logs lack 'ggml_vulkan: Found'" ;;
+        || echo "llama-server logs lack 'ggml_vulkan: Found'"
+      # the servers' own logs (the probes' are verbose: where a server that gave no answer was), as one file
+      tar -czf "$OUT/server-logs.tgz" -C "$DYNADRAFT_HOME/logs" llama-server 2>/dev/null ;;
     mtpcalib)
       tc=$(date +%s)
       timeout "$left" python3 -m app calibrate --model /tmp/$TARGET.gguf --quick --gpu-layers -1 --ctx-size 8192 \
