@@ -18,7 +18,8 @@ Every shape runs twice before it is timed (Vulkan builds pipelines lazily), then
 `mtp_bench` (measure.py mtpbench OUT.json MODEL.gguf LLAMA_SERVER): the engine's tok/s against the pinned
 llama-server with `--spec-type draft-mtp` and the same n-max/p-min, on the same file and prompt token ids
 (DD_MTP_BENCH_CONTEXTS, default 2048), greedy, DD_MAX_TOKENS (default 128) tokens, plain, MTP n2,p0 and n4,p0.
-Every server prefills in one piece (SERVER_BASE_FLAGS). Before the first MTP setting, each of MTP_SERVER_TRIES
+Every server prefills in one piece (SERVER_BASE_FLAGS). Before the first MTP setting, one probe reproduces the
+earlier runs' exact flags (DD_MTP_REPRO_PROBE=1, recorded only); then each of MTP_SERVER_TRIES
 (DD_MTP_SERVER_TRIES, ";"-separated) is probed in turn with a short request and DD_SERVER_PROBE_TIMEOUT_S (30 s);
 the first that answers is used for every MTP setting, and a probe with no answer records what the server was doing.
 For each setting a server is started, both sides warm up, then DD_MTP_BENCH_REPS (default 1) rounds run llama-server
@@ -345,20 +346,24 @@ def mtp_bench(out: str, path: str, server: str) -> None:
             "tokens": r["tokens"],
         }
 
-    def server_spec(flags: tuple[str, ...]) -> ServerSpec:
-        return ServerSpec(binary=server, **common, extra_args=base_flags + flags, start_timeout_s=300.0)
+    def server_spec(flags: tuple[str, ...], base: tuple[str, ...] = base_flags) -> ServerSpec:
+        return ServerSpec(binary=server, **common, extra_args=base + flags, start_timeout_s=300.0)
 
     def answering_flags(st: SpecSettings, spec_flags: tuple[str, ...]) -> tuple[str, ...] | None:
         """The first of `tries` under which a server answers a short probe (64 prompt tokens, 16 tokens) in time.
         Probes log verbosely (-v: where a hang sits); the timed server is started again without it."""
-        for extra in tries:
+        for i, extra in enumerate(tries):
             flags = spec_flags + extra
-            with ExternalServer(server_spec((*flags, "-v"))) as srv:
-                r = theirs(srv, prompts[0][1][:64], 16, probe_timeout)
-            report["probes"].append({"setting": st.label(), "flags": base_flags + flags, **_no_tokens(r)})
-            save()
-            outcome = r.get("error") or f"{r['tok_s']:.2f} tok/s"
-            print(f"mtpbench probe {st.label()} {' '.join(flags)}: {outcome}", flush=True)
+            # First (DD_MTP_REPRO_PROBE=1), the flags of the earlier runs exactly, without the base flags: whether the
+            # earlier no-answer reproduces, and so which of the changes below it is that lets the server answer.
+            repro = i == 0 and os.environ.get("DD_MTP_REPRO_PROBE", "1") == "1"
+            for base in ((), base_flags) if repro else (base_flags,):
+                with ExternalServer(server_spec((*flags, "-v"), base)) as srv:
+                    r = theirs(srv, prompts[0][1][:64], 16, probe_timeout)
+                report["probes"].append({"setting": st.label(), "flags": base + flags, **_no_tokens(r)})
+                save()
+                outcome = r.get("error") or f"{r['tok_s']:.2f} tok/s"
+                print(f"mtpbench probe {st.label()} {' '.join(base + flags)}: {outcome}", flush=True)
             if "error" not in r:
                 return flags
         return None
