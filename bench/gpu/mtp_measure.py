@@ -26,7 +26,9 @@ For each setting a server is started, both sides warm up, then DD_MTP_BENCH_REPS
 and the engine interleaved (the order alternates), medians kept. A request with no answer within DD_SERVER_TIMEOUT_S
 (120 s) is recorded as a timeout and ends that setting. Both sides report llama.cpp's predicted_per_second (tokens
 after the prompt). Greedy tokens are compared with the engine's, the first difference judged by the engine's top-2
-margin there (app.speculative.exactness). DD_MTP_BENCH_SERVER=0 runs the engine alone, settings interleaved.
+margin there (app.speculative.exactness); the CPU time the idle server used during each engine run is recorded,
+and (DD_MTP_BENCH_ENGINE_ALONE=1) the engine's plain runs are repeated with no server alive, before and after.
+DD_MTP_BENCH_SERVER=0 runs the engine alone, settings interleaved.
 """
 
 from __future__ import annotations
@@ -237,14 +239,9 @@ def _hang_snapshot(srv: Any) -> dict[str, Any]:
     snap: dict[str, Any] = {}
     pid = srv.pid
     try:
-
-        def cpu_s() -> float:
-            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-        a, t = cpu_s(), time.perf_counter()
+        a, t = _cpu_s(pid), time.perf_counter()
         time.sleep(2.0)
-        snap["cpu_cores_busy"] = round((cpu_s() - a) / (time.perf_counter() - t), 2)
+        snap["cpu_cores_busy"] = round((_cpu_s(pid) - a) / (time.perf_counter() - t), 2)
         states: dict[str, int] = {}
         for task in Path(f"/proc/{pid}/task").iterdir():
             st = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -381,8 +378,24 @@ def mtp_bench(out: str, path: str, server: str) -> None:
         finally:
             s.close()
         return
+
+    def engine_alone(when: str) -> None:
+        """Plain decoding with no llama-server process alive (before the first and after the last), to compare
+        with the engine's plain runs beside an idle server."""
+        for msgs, tokens in prompts:
+            ours(msgs, PLAIN)  # warm-up
+            runs = [_no_tokens(ours(msgs, PLAIN)) | {"margins": None} for _ in range(2)]
+            report.setdefault("engine_alone", []).append(
+                {"when": when, "context": len(tokens), "tok_s": _median_of(runs, "tok_s"), "runs": runs}
+            )
+            save()
+            print(f"mtpbench {len(tokens)} engine alone ({when}): {[r['tok_s'] for r in runs]} tok/s", flush=True)
+
+    alone = os.environ.get("DD_MTP_BENCH_ENGINE_ALONE", "1") == "1"
     found: tuple[str, ...] | None = None
     try:
+        if alone:
+            engine_alone("before any server")
         for st in settings:
             flags: tuple[str, ...] = ()
             if st.source == "mtp":
@@ -406,7 +419,10 @@ def mtp_bench(out: str, path: str, server: str) -> None:
                     for i in range(reps if "error" not in cpp else 0):
                         for side in ("server", "engine") if i % 2 == 0 else ("engine", "server"):  # interleaved
                             if side == "engine":
+                                cpu0 = _cpu_s(srv.pid)
                                 dd_runs.append(ours(msgs, st))
+                                # an idle server should use no CPU while the engine runs (16 threads each, 16 cores)
+                                dd_runs[-1]["server_cpu_s_meanwhile"] = round(_cpu_s(srv.pid) - cpu0, 3)
                             elif "error" not in (cpp := theirs(srv, tokens, n_predict, server_timeout)):
                                 cpp_runs.append(cpp)
                         if "error" in cpp:
@@ -415,8 +431,19 @@ def mtp_bench(out: str, path: str, server: str) -> None:
                     save()
                     if "error" in cpp:
                         break  # the server is still busy with the request: the next would queue behind it
+        if alone:
+            engine_alone("after the last server")
     finally:
         s.close()
+
+
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) a process has used so far; 0 when it cannot be read."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _no_tokens(r: dict[str, Any]) -> dict[str, Any]:

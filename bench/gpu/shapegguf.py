@@ -39,6 +39,17 @@ GGML_TYPES = {
     14: ("Q6_K", 210, 256, (208,)),
     30: ("BF16", 2, 1, ()),
 }
+# K-quant block bytes that make a block's weights zero-mean and small: with random sub-block scales and mins (and
+# the 0.002 super-block scales above) every weight had the same sign bias, activations grew through the layers and
+# past ~1k tokens of context every logit came out equal (greedy then picks token 0, which the MTP head "predicts").
+# Q4_K/Q5_K: sub-scales and mins all 1 (6-bit packed), dmin = d x the quant midpoint, so w = d (q - mid);
+# Q6_K: the int8 sub-scales 1 (its quants are already centred: w = d scale (q - 32)).
+_K_SUBSCALES = bytes([1] * 8 + [0x11] * 4)
+_K_FIXUPS: dict[int, tuple[tuple[int, bytes], ...]] = {
+    12: ((2, np.float16(0.002 * 7.5).tobytes()), (4, _K_SUBSCALES)),
+    13: ((2, np.float16(0.002 * 15.5).tobytes()), (4, _K_SUBSCALES)),
+    14: ((192, bytes([1] * 16)),),
+}
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
@@ -126,6 +137,8 @@ def synth(skel: str, out: str, seed: int = 0) -> int:
                 count = n // 4
                 if t["name"].endswith("norm.weight"):
                     arr = np.ones(count, np.float32)
+                elif t["name"].endswith("ssm_a"):  # the Gated DeltaNet's decay exp(softplus(.) * a) must be < 1
+                    arr = -np.ones(count, np.float32)
                 elif t["name"].endswith(".bias"):
                     arr = np.zeros(count, np.float32)
                 else:
@@ -140,6 +153,8 @@ def synth(skel: str, out: str, seed: int = 0) -> int:
             tmpl = pool[: per_chunk * bs].reshape(per_chunk, bs).copy()
             for off in scales:
                 tmpl[:, off : off + 2] = small
+            for off, raw in _K_FIXUPS.get(t["type"], ()):
+                tmpl[:, off : off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
             done = 0
             while done < nblk:
                 k = min(per_chunk, nblk - done)
