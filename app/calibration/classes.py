@@ -35,7 +35,7 @@ SECTIONS: dict[str, Section] = {
     COPY_EDIT: Section(
         COPY_EDIT,
         ("copy_edit.txt",),
-        "\n\nEdit the text above and return the whole edited text, nothing else: rename \"job\" to \"task\" "
+        '\n\nEdit the text above and return the whole edited text, nothing else: rename "job" to "task" '
         "everywhere (names and prose alike), give every function a one-line docstring, fix any bugs and spelling "
         "mistakes, and keep everything else as it is.",
     ),
