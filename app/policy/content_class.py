@@ -218,7 +218,8 @@ _FRESH_CODE_VERBS = frozenset(["write", "implement", "create", "generate"])
 
 def _set_apart_block_chars(body: str) -> int:
     """Characters of the block a short request sets apart from its instruction: inside its outermost code fences,
-    else the body less its shorter end line (the one-line instruction before or after the block); 0 for one line.
+    else the body less its shorter end line (the one-line instruction before or after the block; when the block's
+    own end line is the shorter, the instruction line is counted in, a small over-estimate); 0 for one line.
     Only called on bodies shorter than MIN_BLOCK_CHARS, so its scans cost nothing."""
     i = body.find("```")
     j = body.rfind("```")
