@@ -550,8 +550,9 @@ def report(
     rows, info = cpu_rows(runs, Path(table_path).read_text())
     lines = [
         f"CPU, measured: {len(rows)} held-out prompts, {runs['max_tokens']} tokens greedy, --threads "
-        f"{runs['threads']}; every candidate of the quick grid ran once per prompt, and every policy's figure is "
-        f"its pick's run (DD picks among the measured candidates). Table {info['table_id']} ({info['notes']}).",
+        f"{runs['threads']}; every candidate of the quick grid ran {runs.get('repeats', 1)}x per prompt (interleaved), "
+        f"and every policy's figure is its pick's median (DD picks among the measured candidates). Table "
+        f"{info['table_id']} ({info['notes']}).",
         "",
         "| prompt | class (expected) | prompt tokens | class-aware DD | context-only DD | oracle | plain "
         "| class row? |",
