@@ -6,7 +6,7 @@ import ctypes
 import logging
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -297,7 +297,7 @@ class ConversationCache:
         contexts: dict[str, Context],
         checkpoints: int,
         disk: DiskStore | None,
-        attachments: dict[str, Attachment] | None = None,
+        attachments: Mapping[str, Attachment] | None = None,
     ):
         self.store = store
         att = attachments or {}
@@ -315,7 +315,7 @@ class ConversationCache:
         checkpoints: int,
         contexts: dict[str, Context],
         disk: DiskStore | None = None,
-        attachments: dict[str, Attachment] | None = None,
+        attachments: Mapping[str, Attachment] | None = None,
     ) -> ConversationCache:
         return cls(PromptCache(budget_bytes(cache_ram_mib)), contexts, checkpoints, disk, attachments)
 

@@ -87,7 +87,8 @@ class DiskStore:
         tmp.mkdir()
         items = []
         for i, e in enumerate(sorted(entries, key=lambda e: e.used)):
-            item: dict[str, Any] = {"owner": e.owner, "tokens": list(e.tokens), **_write(tmp / f"state-{i}.bin", e.data)}
+            item: dict[str, Any] = {"owner": e.owner, "tokens": list(e.tokens)}
+            item.update(_write(tmp / f"state-{i}.bin", e.data))
             if e.extra:  # an optional key: older builds read the folder and ignore it
                 item["extra"] = _write(tmp / f"state-{i}.extra.bin", e.extra)
             items.append(item)
