@@ -86,9 +86,11 @@ class MtpSource:
         self._grow_rows(end)
         self._rows[pos0:end] = rows
         tokens = self.target.tokens
-        if self._row_tokens[:pos0] != tokens[:pos0]:  # the target's memory came from elsewhere without our rows
+        if len(self._row_tokens) < pos0:  # positions the target got from elsewhere, with no rows (restored)
             self._row_tokens = list(tokens[:pos0])
             self._rows_from = pos0
+        # Rows along other tokens than the target's (restored without telling us) need no mark: a catch-up compares
+        # the tokens first.
         self._rows_from = min(self._rows_from, pos0)
         self._row_tokens[pos0:] = tokens[pos0:end]
 
