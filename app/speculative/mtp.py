@@ -166,11 +166,12 @@ class MtpSource:
         them, its memory, and the target's hidden row at the last (the next pair's input). None when the rows are
         not known (a conversation restored without MTP state) or the MTP context fails.
 
-        Cost per checkpoint (computed, not measured, for the Qwen3.6-35B-A3B shape: n_embd 2048, one NextN block
-        with 2 KV heads of 256, f16 KV): the NextN layer's K and V, 2 x 2 x 256 x 2 B = 2 KiB per token (a tenth of
-        the target's 10 full-attention layers; 64 MiB at 32k tokens), plus one 8 KiB row. Time: a copy, plus the
-        MTP forward of whatever pairs the MTP context lagged behind (none after an MTP request; the prompt's pairs,
-        one block of the trunk's 40, after a request that did not draft with MTP).
+        Cost per checkpoint, computed (not measured) for the Qwen3.6-35B-A3B shape (n_embd 2048, one NextN block
+        with 2 KV heads of 256, f16 KV): the NextN layer's K and V, 2 x 2 x 256 x 2 B = 2 KiB per token, plus the
+        ~24 B per token of cell metadata llama.cpp's state format adds (seen on the tiny test model: 152 B per token
+        for its 128 B of K and V): ~65 MiB at 32k tokens, a tenth of the target's 10 full-attention layers; plus one
+        8 KiB row. Time: a copy, plus the MTP forward of the pairs the MTP context lags behind: none after an MTP
+        request, the prompt's (one block, beside the trunk's 40) after a request that did not draft with MTP.
         """
         n = len(tokens)
         if n == 0 or common_prefix(self._row_tokens, tokens) < n or self._rows_from > n - 1:
