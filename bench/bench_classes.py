@@ -100,6 +100,73 @@ _ORDER_TEXT = (
     "would also work. My phone number is 555-0142 if anything is unclear."
 )
 
+_FETCH = """import json
+from urllib.request import Request, urlopen
+
+
+def fetch_json(url, headers=None):
+    request = Request(url, headers=headers or {})
+    with urlopen(request) as response:
+        body = response.read().decode("utf-8")
+    return json.loads(body)
+
+
+def fetch_all(urls):
+    results = {}
+    for url in urls:
+        results[url] = fetch_json(url)
+    return results
+"""
+
+_WINDOWS = """def moving_sums(values, width):
+    \"\"\"Sum of every window of `width` consecutive values, in order.\"\"\"
+    sums = []
+    for start in range(len(values) - width):
+        window = values[start:start + width]
+        sums.append(sum(window))
+    return sums
+
+
+def peak_window(values, width):
+    sums = moving_sums(values, width)
+    best = max(range(len(sums)), key=sums.__getitem__)
+    return best, sums[best]
+"""
+
+_CONFIG = """DEFAULTS = {
+    "port": 8080,
+    "host": "127.0.0.1",
+    "workers": 4,
+}
+
+
+def main():
+    config = load_config("settings.ini")
+    serve(config["host"], config["port"], config["workers"])
+
+
+def serve(host, port, workers):
+    print(f"serving on {host}:{port} with {workers} workers")
+
+
+def load_config(path):
+    config = dict(DEFAULTS)
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.partition("=")
+            if key.strip() in config:
+                config[key.strip()] = type(DEFAULTS[key.strip()])(value.strip())
+    return config
+"""
+
+_SHORT = """```python
+def sum_prices(items):
+    tmp = 0
+    for item in items:
+        tmp += item.price * item.qty
+    return tmp
+```"""
+
 HELD_OUT: list[tuple[str, str, str]] = [
     # (name, expected class, user message)
     ("chat-tcp", "chat", "Explain the difference between TCP and UDP to a beginner, with an everyday analogy."),
@@ -116,6 +183,13 @@ HELD_OUT: list[tuple[str, str, str]] = [
      "corrected text in full, nothing else."),
     ("edit-js", "copy_edit", _JS + "\nAdd JSDoc comments to every function above and return the whole updated "
      "file."),
+    ("edit-param", "copy_edit", "Add a `timeout` parameter (in seconds, default 10) to `fetch_json`, pass it to "
+     "`urlopen`, and let `fetch_all` take and forward it too. Return the whole updated file.\n\n" + _FETCH),
+    ("edit-bug", "copy_edit", _WINDOWS + "\nThere is an off-by-one bug: the last window is never summed. Fix it "
+     "and return the full corrected code."),
+    ("edit-reorder", "copy_edit", "Reorder this module so that every function is defined before the function that "
+     "calls it (main last), and return the whole file, otherwise unchanged:\n\n" + _CONFIG),
+    ("edit-short", "copy_edit", "Rename `tmp` to `total` and return the whole function.\n\n" + _SHORT),
     ("json-order", "structured", _ORDER_TEXT + '\n\nReturn this order as a JSON object with the keys "customer", '
      '"items" (a list of {"product", "quantity"}), "date", "address" and "reference". Respond with JSON only.'),
     ("json-fruits", "structured", "Give me a JSON array of five fruits, each an object with the keys name, colour "
@@ -147,13 +221,60 @@ def _session(threads: int, n_ctx: int = 4096):
     return Session(cfg)
 
 
-def measure(out: str, threads: int, max_tokens: int, traces: bool) -> None:
-    """Every quick-grid candidate once per held-out prompt, plus each prompt's acceptance trace (and the class
-    calibration prompts' traces, for the simulated DD picks)."""
+def _trace_messages(s, name: str):  # type: ignore[no-untyped-def]
+    """The messages of a named trace: a class's calibration prompt at 512 tokens ("calib-<class>", "calib-general")
+    or a held-out prompt."""
+    from app.calibration.classes import SECTIONS, class_corpus, general_corpus
+    from app.calibration.runner import build_messages
+
+    if name == "calib-general":
+        return build_messages(s, 512, general_corpus())[0]
+    if name.startswith("calib-"):
+        cls = name.removeprefix("calib-")
+        return build_messages(s, 512, class_corpus(cls), SECTIONS[cls].instruction)[0]
+    return ({"role": "user", "content": {n: u for n, _, u in HELD_OUT}[name]},)
+
+
+def trace_names() -> list[str]:
+    from app.calibration.classes import SECTIONS
+
+    return [f"calib-{c}" for c in SECTIONS] + ["calib-general"] + [n for n, _, _ in interleaved()]
+
+
+def traces(out: str, threads: int, max_tokens: int, reuse: str | None, redo: str | None) -> None:
+    """Acceptance traces (bench/simulate.py record_trace) of every class's calibration prompt and every held-out
+    prompt. With `reuse`, traces of an earlier file are kept unless named in `redo` (comma list) or missing there:
+    a greedy trace depends on the prompt, the models and the build, not on the machine's load, so only the
+    prompts that changed need recording again. Each trace says where it came from."""
     from simulate import record_trace
 
-    from app.calibration.classes import SECTIONS, class_corpus, general_corpus
-    from app.calibration.runner import build_messages, candidates
+    old = {t["name"]: t for t in json.loads(Path(reuse).read_text())["traces"]} if reuse else {}
+    again = set(redo.split(",")) if redo else set()
+    result: dict = {"max_tokens": max_tokens, "threads": threads, "traces": []}
+    s = None
+    t0 = time.perf_counter()
+    for name in trace_names():
+        if name in old and name not in again:
+            result["traces"].append(old[name] | {"origin": old[name].get("origin", f"reused from {reuse}")})
+            continue
+        if s is None:
+            s = _session(threads)
+        tr = record_trace(s, name, _trace_messages(s, name), max_tokens, measure=False)
+        result["traces"].append(tr | {"origin": "recorded " + time.strftime("%Y-%m-%d %H:%M")})
+        Path(out).write_text(json.dumps(result, indent=1))
+        print(f"  {name} ({time.perf_counter() - t0:.0f}s)", flush=True)
+    Path(out).write_text(json.dumps(result, indent=1))
+    if s is not None:
+        s.close()
+
+
+def measure(out: str, threads: int, max_tokens: int, repeats: int, only: str | None) -> None:
+    """Every quick-grid candidate `repeats` times per held-out prompt (or the `only` ones), interleaved: each repeat
+    runs the whole grid once, so a change of machine load hits every candidate alike. Each candidate keeps every
+    run; the report uses the median and shows the spread across repeats."""
+    from statistics import median
+
+    from app.calibration.runner import candidates
     from app.engine.types import DoneEvent, GenerationRequest
     from app.policy.content_class import classify, last_user_text
     from app.runtime.sampling import SamplingParams
@@ -162,58 +283,62 @@ def measure(out: str, threads: int, max_tokens: int, traces: bool) -> None:
 
     s = _session(threads)
     grid = candidates(s.sources, "quick")
-    result: dict = {"max_tokens": max_tokens, "threads": threads, "grid": [g.label() for g in grid], "prompts": []}
-    result["traces"] = []
+    chosen = set(only.split(",")) if only else None
+    result: dict = {"max_tokens": max_tokens, "threads": threads, "repeats": repeats, "grid": [g.label() for g in grid]}
+    result["prompts"] = []
     greedy = SamplingParams(temperature=0.0)
     t_all = time.perf_counter()
 
     def save() -> None:
         Path(out).write_text(json.dumps(result, indent=1))
 
-    if traces:  # the calibration prompts' traces first: the simulated DD picks need them
-        for cls, section in SECTIONS.items():
-            msgs, _ = build_messages(s, 512, class_corpus(cls), section.instruction)
-            result["traces"].append(record_trace(s, f"calib-{cls}", msgs, max_tokens, measure=False))
-            save()
-        msgs, _ = build_messages(s, 512, general_corpus())
-        result["traces"].append(record_trace(s, "calib-general", msgs, max_tokens, measure=False))
-        save()
     for name, expected, user in interleaved():
+        if chosen is not None and name not in chosen:
+            continue
         msgs = ({"role": "user", "content": user},)
         text = s.render_prompt(GenerationRequest(messages=msgs))
         cls, cue = classify(text, last_user_text(msgs, None))
         n_prompt = len(s.format_prompt(GenerationRequest(messages=msgs)))
-        runs = {}
+        reps: dict[str, list[dict]] = {g.label(): [] for g in grid}
         ref = None
-        for setting in grid:
-            req = GenerationRequest(
-                messages=msgs,
-                max_tokens=max_tokens,
-                sampling=greedy,
-                speculative=setting,
-                collect_margins=setting == PLAIN,
-            )
-            summ = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
-            if setting == PLAIN:
-                ref = summ
-            assert ref is not None
-            ok = compare_outputs(ref.tokens, ref.margins, ref.finish_reason, summ.tokens, summ.finish_reason)
-            runs[setting.label()] = {
-                "tok_s": summ.timings.predicted_per_second,
-                "tokens": summ.timings.predicted_n,
-                "ms": summ.timings.predicted_ms,
-                "drafted": summ.timings.draft_n,
-                "accepted": summ.timings.draft_n_accepted,
-                "safe": ok.acceptable,
+        for _ in range(repeats):
+            for setting in grid:
+                req = GenerationRequest(
+                    messages=msgs,
+                    max_tokens=max_tokens,
+                    sampling=greedy,
+                    speculative=setting,
+                    collect_margins=setting == PLAIN and ref is None,
+                )
+                summ = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
+                if ref is None:
+                    ref = summ  # the grid's first candidate is plain ("off")
+                ok = compare_outputs(ref.tokens, ref.margins, ref.finish_reason, summ.tokens, summ.finish_reason)
+                reps[setting.label()].append(
+                    {
+                        "tok_s": summ.timings.predicted_per_second,
+                        "tokens": summ.timings.predicted_n,
+                        "ms": summ.timings.predicted_ms,
+                        "drafted": summ.timings.draft_n,
+                        "accepted": summ.timings.draft_n_accepted,
+                        "safe": ok.acceptable,
+                    }
+                )
+        runs = {}
+        for label, rs in reps.items():
+            mid = sorted(rs, key=lambda r: r["tok_s"])[(len(rs) - 1) // 2]  # the (lower) median run
+            tok_s = median(r["tok_s"] for r in rs)
+            runs[label] = mid | {
+                "tok_s": tok_s,
+                "ms": mid["tokens"] / tok_s * 1000.0 if tok_s else mid["ms"],  # the mix weighs the median speed
+                "safe": all(r["safe"] for r in rs),
+                "repeats": rs,
             }
         entry = {"name": name, "expected": expected, "class": cls, "cue": cue, "prompt_tokens": n_prompt}
         result["prompts"].append(entry | {"runs": runs})
         line = ", ".join(f"{k} {v['tok_s']:.1f}" for k, v in runs.items())
         print(f"{name} [{cls}/{cue}] {n_prompt} tok: {line} ({time.perf_counter() - t_all:.0f}s)", flush=True)
         save()
-        if traces:
-            result["traces"].append(record_trace(s, name, msgs, max_tokens, measure=False))
-            save()
     print(f"measured in {time.perf_counter() - t_all:.0f}s", flush=True)
     s.close()
 
@@ -320,7 +445,9 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
     grid = candidates(("draft", "lookup"), "quick")  # the same candidates the CPU calibration measures
     by_name = {t["name"]: t for t in traces}
     work = [t for t in traces if not t["name"].startswith("calib-")]
-    classes = {name: cls for name, cls, _ in HELD_OUT}
+    from app.policy.content_class import content_class
+
+    classes = {name: content_class(user, user) for name, _, user in HELD_OUT}  # what the detector says
     out = []
     for ctx in dev.target.depths:
 
@@ -337,9 +464,17 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
         picks: dict[str, list[tuple[int, float]]] = {k: [] for k in POLICIES}
         per_class_mix: dict[str, dict[str, list[tuple[int, float]]]] = {}
         chosen = {}
+        # The ceiling of any per-class table: each class's best single setting on its own held-out prompts, in
+        # hindsight. Class-aware DD can at most reach it; a per-prompt oracle above it is variety within a class.
+        timed_all = {tr["name"]: {s.label(): tps(tr, s) for s in grid} for tr in work}
+        ceiling = {}
+        for c in per_class:
+            mine = [timed_all[t["name"]] for t in work if classes[t["name"]] == c]
+            ceiling[c] = min(mine[0], key=lambda k: sum(m[k][1] for m in mine) / sum(m[k][0] for m in mine))
+        ceiling_items = [timed_all[t["name"]][ceiling[classes[t["name"]]]] for t in work]
         for tr in work:
             cls = classes[tr["name"]]
-            timed = {s.label(): tps(tr, s) for s in grid}
+            timed = timed_all[tr["name"]]
             oracle = min(timed, key=lambda k: timed[k][1] / timed[k][0])
             sel = {
                 "class-aware DD": per_class[cls].label(),
@@ -358,6 +493,8 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
                 "per_class": {c: {k: _mix(v) for k, v in m.items()} for c, m in per_class_mix.items()},
                 "dd_class_picks": {c: s.label() for c, s in per_class.items()},
                 "dd_context_pick": general.label(),
+                "class_ceiling": ceiling,
+                "ceiling_mix": _mix(ceiling_items),
                 "picks": chosen,
             }
         )
@@ -378,13 +515,44 @@ HEAD = (
 )
 
 
-def report(runs_path: str, table_path: str, costs: str | None, target: str, draft: str, md: str | None) -> None:
+def repeat_spread(runs: dict, rows: list[dict]) -> dict[str, list[list[float]]]:
+    """Per group (mix and each class): the three ratios of class-aware DD computed on each repeat's runs alone, so
+    the table shows how far one repeat's verdict moves from another's on this machine."""
+    if runs.get("repeats", 1) < 2:
+        return {}
+    by_name = {p["name"]: p for p in runs["prompts"]}
+    out: dict[str, list[list[float]]] = {}
+    groups = {"mix": rows} | {c: [r for r in rows if r["class"] == c] for c in dict.fromkeys(r["class"] for r in rows)}
+    for group, sub in groups.items():
+        ratios: list[list[float]] = [[], [], []]
+        for i in range(runs["repeats"]):
+            m = {
+                k: _mix(
+                    [
+                        (rep["tokens"], rep["ms"])
+                        for r in sub
+                        for rep in [by_name[r["name"]]["runs"][r["picks"][k]]["repeats"][i]]
+                    ]
+                )
+                for k in POLICIES
+            }
+            c = m["class-aware DD"]
+            for j, k in enumerate(("context-only DD", "oracle", "plain")):
+                ratios[j].append(c / m[k])
+        out[group] = ratios
+    return out
+
+
+def report(
+    runs_path: str, table_path: str, traces_path: str | None, costs: str | None, target: str, draft: str, md: str | None
+) -> None:
     runs = json.loads(Path(runs_path).read_text())
     rows, info = cpu_rows(runs, Path(table_path).read_text())
     lines = [
         f"CPU, measured: {len(rows)} held-out prompts, {runs['max_tokens']} tokens greedy, --threads "
-        f"{runs['threads']}; every candidate of the quick grid ran once per prompt, and every policy's figure is "
-        f"its pick's run (DD picks among the measured candidates). Table {info['table_id']} ({info['notes']}).",
+        f"{runs['threads']}; every candidate of the quick grid ran {runs.get('repeats', 1)}x per prompt (interleaved), "
+        f"and every policy's figure is its pick's median (DD picks among the measured candidates). Table "
+        f"{info['table_id']} ({info['notes']}).",
         "",
         "| prompt | class (expected) | prompt tokens | class-aware DD | context-only DD | oracle | plain "
         "| class row? |",
@@ -403,9 +571,22 @@ def report(runs_path: str, table_path: str, costs: str | None, target: str, draf
     for cls in dict.fromkeys(r["class"] for r in rows):
         sub = [r for r in rows if r["class"] == cls]
         lines.append(f"| {cls} | {_ratios({k: _mix([r['cost'][k] for r in sub]) for k in POLICIES})} |")
-    result: dict = {"cpu": {"rows": rows, "mix": mix, "table": info}}
+    spread = repeat_spread(runs, rows)
+    if spread:
+        lines += [
+            "",
+            f"Spread over the {runs['repeats']} repeats (each repeat's runs alone, the same picks): class-aware DD / "
+            "context-only DD, / oracle, / plain; min-max:",
+            "",
+            "| | class / context-only | class / oracle | class / plain |",
+            "|---|---|---|---|",
+        ]
+        for group, rs in spread.items():
+            lines.append("| " + group + " | " + " | ".join(f"{min(v):.3f}-{max(v):.3f}" for v in rs) + " |")
+    result: dict = {"cpu": {"rows": rows, "mix": mix, "table": info, "spread": spread}}
     if costs:
-        sim = simulated_rows(runs["traces"], costs, target, draft)
+        all_traces = json.loads(Path(traces_path).read_text())["traces"] if traces_path else runs["traces"]
+        sim = simulated_rows(all_traces, costs, target, draft)
         result["simulated"] = {"costs": costs, "target": target, "draft": draft, "contexts": sim}
         lines += [
             "",
@@ -422,7 +603,10 @@ def report(runs_path: str, table_path: str, costs: str | None, target: str, draf
         for r in sim:
             lines.append(
                 f"- context {r['context']}: class-aware DD picks {r['dd_class_picks']}; context-only DD picks "
-                f"{r['dd_context_pick']}"
+                f"{r['dd_context_pick']}; per-class best in hindsight {r['class_ceiling']}: mix "
+                f"{r['ceiling_mix']:.2f} tok/s = {r['ceiling_mix'] / r['mix']['context-only DD']:.3f}x context-only "
+                f"DD (the most any per-class table could gain), class-aware DD at "
+                f"{r['mix']['class-aware DD'] / r['ceiling_mix']:.3f}x of it"
             )
     text = "\n".join(lines) + "\n"
     print(text)
@@ -438,7 +622,14 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--out", required=True)
     m.add_argument("--threads", type=int, default=1)
     m.add_argument("--max-tokens", type=int, default=96)
-    m.add_argument("--no-traces", action="store_true")
+    m.add_argument("--repeats", type=int, default=2)
+    m.add_argument("--only", default=None, help="comma list of held-out prompt names (default: all)")
+    t = sub.add_parser("traces")
+    t.add_argument("--out", required=True)
+    t.add_argument("--threads", type=int, default=1)
+    t.add_argument("--max-tokens", type=int, default=96)
+    t.add_argument("--reuse", default=None, help="an earlier traces (or measure) file: keep its traces")
+    t.add_argument("--redo", default=None, help="comma list of trace names to record again even if reused")
     c = sub.add_parser("calibrate")
     c.add_argument("--out", required=True)
     c.add_argument("--threads", type=int, default=1)
@@ -449,17 +640,20 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("report")
     r.add_argument("--runs", required=True)
     r.add_argument("--table", required=True)
+    r.add_argument("--traces", default=None, help="the traces file (default: the runs file's traces)")
     r.add_argument("--h200-costs", default=None)
     r.add_argument("--target", default="q32b+fa")
     r.add_argument("--draft", default="q05b+fa")
     r.add_argument("--md", default=None)
     args = ap.parse_args(argv)
     if args.cmd == "measure":
-        measure(args.out, args.threads, args.max_tokens, not args.no_traces)
+        measure(args.out, args.threads, args.max_tokens, args.repeats, args.only)
+    elif args.cmd == "traces":
+        traces(args.out, args.threads, args.max_tokens, args.reuse, args.redo)
     elif args.cmd == "calibrate":
         calibrate(args.out, args.threads, args.budget_min, args.contexts, args.classes, args.add_to)
     else:
-        report(args.runs, args.table, args.h200_costs, args.target, args.draft, args.md)
+        report(args.runs, args.table, args.traces, args.h200_costs, args.target, args.draft, args.md)
     return 0
 
 

@@ -102,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio GUI/alone: {g / a:.3f}  (goal >= 0.98)   load avg {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     dispose(win)
     engine.close()
-    # PySide6 6.12 + pyqtgraph can crash in the interpreter's final GC; the work is done and printed, so leave now.
-    sys.stdout.flush()
-    os._exit(0)
+    return 0
 
 
 if __name__ == "__main__":

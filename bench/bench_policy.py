@@ -132,11 +132,17 @@ def main() -> None:
         got = classify(text, user)
         med, p90 = per_call_ns(partial(classify, text, user))
         print(f"{n:>7} {len(text):>8} {got[0]:<10} {got[1]:<18} {med / 1000:>10.3f} {p90 / 1000:>8.3f}")
-    ask = "Tell me about the history of tea in a few paragraphs."
-    chat = f"<|im_start|>user\n{ask}<|im_end|>\n<|im_start|>assistant\n"
-    med, p90 = per_call_ns(partial(classify, chat, ask))
-    got = classify(chat, ask)
-    print(f"{'short':>7} {len(chat):>8} {got[0]:<10} {got[1]:<18} {med / 1000:>10.3f} {p90 / 1000:>8.3f}")
+    snippet = "```python\ndef sum_prices(items):\n    tmp = 0\n    for item in items:\n        tmp += item.price\n"
+    snippet += "    return tmp\n```"
+    for label, ask in (
+        ("short", "Tell me about the history of tea in a few paragraphs."),
+        ("s-edit", "Rename `tmp` to `total` and return the whole function.\n\n" + snippet),  # short copy-edit
+        ("s-code", "Write a function that does the same for dictionaries and return the complete code:\n" + snippet),
+    ):
+        chat = f"<|im_start|>user\n{ask}<|im_end|>\n<|im_start|>assistant\n"
+        med, p90 = per_call_ns(partial(classify, chat, ask))
+        got = classify(chat, ask)
+        print(f"{label:>7} {len(chat):>8} {got[0]:<10} {got[1]:<18} {med / 1000:>10.3f} {p90 / 1000:>8.3f}")
 
 
 if __name__ == "__main__":

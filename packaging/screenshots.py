@@ -100,9 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     dispose(win)
     for p in written:
         print(p)
-    # PySide6 6.12 + pyqtgraph can crash in the interpreter's final GC; the work is done and printed, so leave now.
-    sys.stdout.flush()
-    os._exit(0)
+    return 0
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ SECTIONS: dict[str, Section] = {
     COPY_EDIT: Section(
         COPY_EDIT,
         ("copy_edit.txt",),
-        "\n\nCorrect any typos in the text above and return it in full, otherwise unchanged, with nothing before "
-        "or after it.",
+        '\n\nEdit the text above and return the whole edited text, nothing else: rename "job" to "task" '
+        "everywhere (names and prose alike), give every function a one-line docstring, fix any bugs and spelling "
+        "mistakes, and keep everything else as it is.",
     ),
     STRUCTURED: Section(
         STRUCTURED,

@@ -6,9 +6,9 @@ import ctypes
 import logging
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from app.runtime.llama import Context, LlamaError, common_prefix
 
@@ -70,10 +70,24 @@ class Entry:
     tokens: tuple[int, ...]
     data: bytes
     used: int = 0  # LRU clock
+    extra: bytes = b""  # an Attachment's state saved with it (b"": none, e.g. written before attachments existed)
 
     @property
     def nbytes(self) -> int:
-        return len(self.data) + 4 * len(self.tokens)
+        return len(self.data) + len(self.extra) + 4 * len(self.tokens)
+
+
+class Attachment(Protocol):
+    """State that lives beside a context's memory and must come back with it (the MTP source's own context and the
+    target's last hidden row): saved with each of the context's checkpoints and handed back when one is restored."""
+
+    def checkpoint_state(self, tokens: Sequence[int]) -> bytes | None:
+        """Its state matching the context holding `tokens`, or None when it has none to give."""
+        ...
+
+    def restored(self, tokens: Sequence[int], state: bytes | None) -> None:
+        """The context was restored to `tokens` from a checkpoint carrying `state` (None: it carried nothing)."""
+        ...
 
 
 @dataclass
@@ -176,10 +190,18 @@ class ContextCache:
     """The cache rule for one llama.cpp context: before a request, make it hold the longest reusable prefix of the
     prompt (its live tokens or a restored state), saving what it would otherwise lose; checkpoint on request."""
 
-    def __init__(self, ctx: Context, store: PromptCache, owner: str, checkpoints: int = DEFAULT_CHECKPOINTS) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        store: PromptCache,
+        owner: str,
+        checkpoints: int = DEFAULT_CHECKPOINTS,
+        attachment: Attachment | None = None,
+    ) -> None:
         self.ctx = ctx
         self.store = store
         self.owner = owner
+        self.attachment = attachment
         self.recurrent = ctx.model.is_recurrent
         # Attention KV drops any suffix, so a longer state subsumes its prefixes: one per conversation is enough.
         self.max_chain = checkpoints if self.recurrent else 1
@@ -206,6 +228,10 @@ class ContextCache:
                 return 0
             self.store.touch(restore)
             self.store.stats.restores += 1
+            # The attachment's state fits the whole restored state; recurrent memory keeps all of it. (An attention
+            # context cut below it next leaves the MTP head one row short: it then drafts nothing, as it says.)
+            if self.attachment is not None:
+                self.attachment.restored(restore.tokens, restore.extra or None)
             live = n_entry
         if not ctx.truncate(live):
             ctx.clear()
@@ -237,7 +263,8 @@ class ContextCache:
         except LlamaError as e:
             log.warning("prompt cache: %s", e)
             return
-        self.store.put(Entry(self.owner, tuple(tokens), data), self.max_chain)
+        extra = self.attachment.checkpoint_state(tokens) if self.attachment is not None else None
+        self.store.put(Entry(self.owner, tuple(tokens), data, extra=extra or b""), self.max_chain)
 
 
 def record_request(stats: CacheStats, cache_n: int) -> None:
@@ -264,9 +291,17 @@ class ConversationCache:
     """A session's conversation cache: one store shared by its contexts (the target's first, then a draft's or
     another drafter's, which follow the same rule), optionally persisted to a folder across restarts."""
 
-    def __init__(self, store: PromptCache, contexts: dict[str, Context], checkpoints: int, disk: DiskStore | None):
+    def __init__(
+        self,
+        store: PromptCache,
+        contexts: dict[str, Context],
+        checkpoints: int,
+        disk: DiskStore | None,
+        attachments: Mapping[str, Attachment] | None = None,
+    ):
         self.store = store
-        self.caches = [ContextCache(ctx, store, name, checkpoints) for name, ctx in contexts.items()]
+        att = attachments or {}
+        self.caches = [ContextCache(ctx, store, name, checkpoints, att.get(name)) for name, ctx in contexts.items()]
         self.disk = disk
         if disk is not None:
             for e in restorable(disk.load(), store.budget):
@@ -275,9 +310,14 @@ class ConversationCache:
 
     @classmethod
     def open(
-        cls, cache_ram_mib: int | None, checkpoints: int, contexts: dict[str, Context], disk: DiskStore | None = None
+        cls,
+        cache_ram_mib: int | None,
+        checkpoints: int,
+        contexts: dict[str, Context],
+        disk: DiskStore | None = None,
+        attachments: Mapping[str, Attachment] | None = None,
     ) -> ConversationCache:
-        return cls(PromptCache(budget_bytes(cache_ram_mib)), contexts, checkpoints, disk)
+        return cls(PromptCache(budget_bytes(cache_ram_mib)), contexts, checkpoints, disk, attachments)
 
     @property
     def target(self) -> ContextCache:

@@ -57,14 +57,25 @@ class DiskStore:
         out: list[Entry] = []
         for i, item in enumerate(index.get("entries", [])):
             try:
-                data = (self.folder / str(item["file"])).read_bytes()
-                # llama.cpp cannot tell a damaged state from a short one: never hand it bytes we did not write.
-                if len(data) != int(item["size"]) or hashlib.sha256(data).hexdigest() != item["sha256"]:
-                    raise ValueError("checksum mismatch")
-                out.append(Entry(str(item["owner"]), tuple(int(t) for t in item["tokens"]), data, used=i))
+                data = self._read(item)
+                entry = Entry(str(item["owner"]), tuple(int(t) for t in item["tokens"]), data, used=i)
             except (OSError, ValueError, KeyError, TypeError) as e:
                 log.warning("ignoring a damaged prompt cache state in %s: %s", self.folder, e)
+                continue
+            if isinstance(item.get("extra"), dict):  # absent in folders written before attachments existed
+                try:
+                    entry.extra = self._read(item["extra"])
+                except (OSError, ValueError, KeyError, TypeError) as e:  # the state itself is sound: keep it
+                    log.warning("ignoring a damaged attachment of a prompt cache state in %s: %s", self.folder, e)
+            out.append(entry)
         return out
+
+    def _read(self, item: dict[str, Any]) -> bytes:
+        data = (self.folder / str(item["file"])).read_bytes()
+        # llama.cpp cannot tell a damaged state from a short one: never hand it bytes we did not write.
+        if len(data) != int(item["size"]) or hashlib.sha256(data).hexdigest() != item["sha256"]:
+            raise ValueError("checksum mismatch")
+        return data
 
     def save(self, entries: list[Entry]) -> None:
         """Replace this identity's folder with the most recent `entries` within max_bytes (stored least recently used
@@ -76,18 +87,22 @@ class DiskStore:
         tmp.mkdir()
         items = []
         for i, e in enumerate(sorted(entries, key=lambda e: e.used)):
-            name = f"state-{i}.bin"
-            (tmp / name).write_bytes(e.data)
-            digest = hashlib.sha256(e.data).hexdigest()
-            items.append(
-                {"owner": e.owner, "tokens": list(e.tokens), "file": name, "size": len(e.data), "sha256": digest}
-            )
+            item: dict[str, Any] = {"owner": e.owner, "tokens": list(e.tokens)}
+            item.update(_write(tmp / f"state-{i}.bin", e.data))
+            if e.extra:  # an optional key: older builds read the folder and ignore it
+                item["extra"] = _write(tmp / f"state-{i}.extra.bin", e.extra)
+            items.append(item)
         (tmp / "index.json").write_text(json.dumps({"format": FORMAT, "identity": self.identity, "entries": items}))
         old = self.folder.with_name(self.folder.name + f".{os.getpid()}.old")
         if self.folder.exists():
             os.replace(self.folder, old)
         os.replace(tmp, self.folder)
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _write(path: Path, data: bytes) -> dict[str, Any]:
+    path.write_bytes(data)
+    return {"file": path.name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def session_identity(config: Any, n_ctx: int, flash_attn: str) -> dict[str, Any]:

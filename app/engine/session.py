@@ -348,7 +348,10 @@ class Session:
             from app.engine.cache_disk import DiskStore, session_identity
 
             disk = DiskStore(Path(cfg.cache_dir), session_identity(cfg, self.n_ctx, flash_attn))
-        return ConversationCache.open(cfg.cache_ram_mib, cfg.cache_checkpoints, contexts, disk)
+        # The MTP head's context and rows come back with the target's checkpoints (else it drafts nothing there).
+        mtp = self.sources.get(MtpSource.name)
+        attachments = {"target": mtp} if isinstance(mtp, MtpSource) else None
+        return ConversationCache.open(cfg.cache_ram_mib, cfg.cache_checkpoints, contexts, disk, attachments)
 
     # -- public helpers -------------------------------------------------------------------------------------------
     @property

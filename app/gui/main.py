@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import APP_NAME, __version__
+from app.gui.binding_check import binding_refcount_problem
 from app.gui.bridge import BackgroundCall
 from app.gui.calibration_panel import CalibrationPanel
 from app.gui.chat import ChatPanel
@@ -431,8 +432,9 @@ def _app(argv: Sequence[str] | None = None) -> QApplication:
 def dispose(window: QWidget) -> None:
     """Close and really delete a window now, then collect garbage.
 
-    PySide6 6.12 with pyqtgraph can crash in the interpreter's final garbage collection when plot widgets are
-    still alive at exit; deleting them while Qt is still fully up avoids that.
+    Plot widgets deleted while Qt is still fully up do not run their Python overrides during the interpreter's
+    final garbage collection. (The abort at exit seen with PySide6 6.12.0 was its lost references to None, see
+    binding_check; this only keeps shutdown orderly.)
     """
     app = QApplication.instance()
     if window.isVisible():
@@ -455,6 +457,10 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     window = MainWindow()
     instance.activated.connect(window.bring_to_front)
     window.show()
+    problem = binding_refcount_problem()
+    if problem is not None:  # said, not fatal: the chat works until the references run out
+        print(f"{APP_NAME}: {problem}", file=sys.stderr, flush=True)
+        QMessageBox.warning(window, f"{APP_NAME}: Qt binding problem", problem)
     code = int(app.exec())
     instance.close()
     dispose(window)
@@ -476,12 +482,15 @@ def self_check() -> str:
         app.processEvents()
     title = window.windowTitle()
     tabs = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+    problem = binding_refcount_problem()
     dispose(window)
     del window
     gc.collect()
     ms = (time.perf_counter() - t0) * 1000.0
     if not title.startswith(APP_NAME):
         raise RuntimeError(f"unexpected window title {title!r}")
+    if problem is not None:
+        raise RuntimeError(problem)
     return (
         f"GUI ok: '{title}' with {', '.join(tabs)} tabs; PySide6 {PySide6.__version__}, "
         f"pyqtgraph {pyqtgraph.__version__}, platform {app.platformName()}, {ms:.0f} ms"

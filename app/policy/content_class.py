@@ -14,7 +14,11 @@ How each class is detected, in this order (the first that fires wins):
    back changed: rename, refactor, fix typos/bugs, proofread, rewrite/translate/edit "this", add docstrings or type
    hints, "return the full/updated file", "in full". The output then repeats long stretches of the prompt (high
    n-gram overlap), which is what prompt lookup needs. Checked before JSON: "add a key to this package.json and
-   return the whole file" is a reproduction, not fresh JSON.
+   return the whole file" is a reproduction, not fresh JSON. A short request counts too when its block is set
+   apart (a code fence, or lines after/before a one-line instruction) and holds at least ``MIN_SHORT_BLOCK_CHARS``:
+   "Rename `tmp` to `total` and return the whole function" with a 5-line snippet reproduces that snippet just the
+   same, only for fewer tokens. A short block beside a fresh-code instruction ("write a function like this one")
+   stays ``code``: there the block is an example, not what the answer hands back.
 3. ``structured``: the instruction demands JSON output ("return ... as JSON", "respond with a JSON object", "valid
    JSON", "matching this schema"). Mentioning JSON is not enough ("how do I parse JSON?" is code).
 4. ``copy_edit`` again, for retrieval: a block plus "quote", "extract", "verbatim", "word for word", "copy the
@@ -41,7 +45,10 @@ CHAT, CODE, COPY_EDIT, STRUCTURED = CONTENT_CLASSES
 WINDOW_CHARS = 500
 """Characters read at the start and at the end of the instruction text; instructions sit before or after a block."""
 MIN_BLOCK_CHARS = 400
-"""A block worth reproducing: ~100 tokens; shorter "fix this sentence" requests gain little from lookup."""
+"""A request this long holds a block worth reproducing (~100 tokens) wherever its instruction sits."""
+MIN_SHORT_BLOCK_CHARS = 80
+"""A set-apart block this long (~20-25 tokens, three or four lines of code) is still worth reproducing by lookup;
+below it ("fix this sentence", a one-line snippet) the copy is a handful of tokens and no setting changes much."""
 LONG_PROMPT_CHARS = 1500
 """A prompt this long holds a block somewhere (an earlier turn) even when the last message is short."""
 CODE_DENSITY = 0.04
@@ -206,6 +213,25 @@ def _any_near(text: str, words: frozenset[str], found: set[str], pattern: re.Pat
     return any(_near(text, w, pattern, 0, after) for w in words.intersection(found))
 
 
+_FRESH_CODE_VERBS = frozenset(["write", "implement", "create", "generate"])
+
+
+def _set_apart_block_chars(body: str) -> int:
+    """Characters of the block a short request sets apart from its instruction: inside its outermost code fences,
+    else the body less its shorter end line (the one-line instruction before or after the block; when the block's
+    own end line is the shorter, the instruction line is counted in, a small over-estimate); 0 for one line.
+    Only called on bodies shorter than MIN_BLOCK_CHARS, so its scans cost nothing."""
+    i = body.find("```")
+    j = body.rfind("```")
+    if j > i >= 0:
+        return j - body.find("\n", i, j) if "\n" in body[i:j] else 0
+    first = body.find("\n")
+    if first < 0:
+        return 0
+    last = len(body) - body.rfind("\n") - 1
+    return len(body) - min(first, last)
+
+
 def classify(text: str, focus: str | None = None, structured_request: bool = False) -> tuple[str, Cue]:
     """(class, cue) for a prompt: `text` is the whole templated prompt; `focus` the last user turn (or the raw
     prompt), where the instruction is; `structured_request`: the request carries tools, a grammar or a
@@ -218,6 +244,10 @@ def classify(text: str, focus: str | None = None, structured_request: bool = Fal
     ask = window.lower()
     words = set(ask.split())
     has_block = n >= MIN_BLOCK_CHARS or len(text) >= LONG_PROMPT_CHARS
+    if not has_block and _set_apart_block_chars(body) >= MIN_SHORT_BLOCK_CHARS:
+        # a short block counts unless the instruction asks for fresh code (the block is then an example)
+        fresh = _any_near(ask, _FRESH_CODE_VERBS, words, _CODE_ASK, 90)
+        has_block = not fresh
     if has_block and (
         _any_near(ask, _EDIT_VERBS, words, _EDIT_VERB, 60)
         or (not _FULL_WORDS.isdisjoint(words) and any(_near(ask, w, _FULL, 60, 30) for w in _FULL_WORDS & words))

@@ -5,13 +5,21 @@ Rules (the engine-facing policy precomputes these once per table and caps):
 * Best static: among settings measured *and safe* in every calibrated range, the highest geometric mean of
   median tok/s over the ranges. Geometric, so each context counts equally in relative terms; an arithmetic
   mean would let short contexts (highest tok/s) dominate. A setting missing or unsafe anywhere is not eligible:
-  "static" means it can be held fixed at every context.
+  "static" means it can be held fixed at every context. Plain decoding stays the static setting unless the
+  winner beats it by more than noise (its relative gain above the mean relative noise margin of the ranges, the
+  margin below): plain needs no draft work, and a static chosen on a tie inside the noise becomes every class's
+  fallback (seen on the shared CPU: lookup 3.04 vs plain 2.99 tok/s, spreads 0.5, made lookup the fallback and
+  lost 10-27 % to plain on held-out prompts).
 * Noise margin of row R against the static row S in the same range:
   ``max(R.spread, S.spread, min_gain * S.median)``. Spreads are IQRs of the repeats; for normal noise the IQR is
   ~1.35 sigma, while the difference of two medians of 3-5 repeats has a standard error of ~0.75-0.95 sigma, so a
   gain above the larger IQR is ~1.4-1.8 standard errors: unlikely to be noise. Sample IQRs from so few repeats
   are themselves noisy (and 0 for one repeat), hence the relative floor (default 1%), which also ignores gains
-  too small to matter.
+  too small to matter. A row measured once has no spread of its own: it is charged the largest spread measured
+  in its range (the machine's noise at that time), not 0. Otherwise a candidate the calibration ran once (its
+  spread 0) cleared the margin on the 1% floor alone and could be chosen over a faster row measured twice whose
+  honest spread happened to be large (seen on the shared CPU: structured@512 took n4,p0 at 3.71 tok/s, one
+  run, over plain at 5.35 tok/s, two runs).
 * Per-range choice: among safe rows whose median beats the static row by more than their margin, the fastest;
   if there is none, the static setting. So DD is never measured slower than best static in any calibrated range.
   Exact ties in median prefer the shallower draft (less work), then the label, so results are deterministic.
@@ -75,22 +83,48 @@ class RangeChoice:
         return self.static_row is not None and self.selected == self.static_row.setting
 
 
-def noise_margin(row: FrontierRow, static_row: FrontierRow, min_gain: float = DEFAULT_MIN_GAIN) -> float:
-    """How much faster than the static row `row` must be (tok/s) before DD trusts the difference."""
-    return max(row.spread_tps, static_row.spread_tps, min_gain * static_row.median_tps)
+def noise_margin(
+    row: FrontierRow, static_row: FrontierRow, min_gain: float = DEFAULT_MIN_GAIN, unknown_spread: float = 0.0
+) -> float:
+    """How much faster than the static row `row` must be (tok/s) before DD trusts the difference; `unknown_spread`
+    stands in for the spread of a row measured only once (see the module docstring)."""
+    return max(_spread(row, unknown_spread), _spread(static_row, unknown_spread), min_gain * static_row.median_tps)
 
 
-def best_static(table: FrontierTable, allowed: Allowed = _all) -> StaticChoice | None:
-    """The one setting that, held fixed at every calibrated range, does best overall (None if none qualifies)."""
+def _spread(row: FrontierRow, unknown: float) -> float:
+    return row.spread_tps if row.repeats >= 2 else max(row.spread_tps, unknown)
+
+
+def range_noise(rows: list[FrontierRow]) -> float:
+    """The largest spread measured (two or more repeats) among one range's rows: a once-measured row's stand-in."""
+    return max((r.spread_tps for r in rows if r.repeats >= 2), default=0.0)
+
+
+def best_static(
+    table: FrontierTable, allowed: Allowed = _all, min_gain: float = DEFAULT_MIN_GAIN
+) -> StaticChoice | None:
+    """The one setting that, held fixed at every calibrated range, does best overall (None if none qualifies);
+    plain decoding unless the winner beats it beyond noise (module docstring)."""
     n_ranges = len(table.ranges)
     per_setting: dict[SpecSettings, list[float]] = {}
+    by_range: dict[tuple[int, int], list[FrontierRow]] = {}
     for r in table.context_rows:
+        by_range.setdefault(r.context, []).append(r)
         if r.safe and allowed(r.setting):
             per_setting.setdefault(r.setting, []).append(r.median_tps)
     scored = [(geomean(v), s) for s, v in per_setting.items() if len(v) == n_ranges]
     if not scored:
         return None
     score, setting = min(scored, key=lambda t: (-t[0], t[1].n_max, t[1].label()))
+    plain = next((g for g, s in scored if s == PLAIN), None)
+    if setting != PLAIN and plain:
+        noise = []
+        for rows in by_range.values():
+            row = next(r for r in rows if r.setting == setting and r.safe)
+            base = next(r for r in rows if r.setting == PLAIN and r.safe)
+            noise.append(noise_margin(row, base, min_gain, range_noise(rows)) / base.median_tps)
+        if score / plain - 1.0 <= sum(noise) / len(noise):
+            return StaticChoice(setting=PLAIN, geomean_tps=plain)
     return StaticChoice(setting=setting, geomean_tps=score)
 
 
@@ -104,6 +138,7 @@ def choose_in_range(
     """Apply the per-range rule to the rows of one range (see the module docstring)."""
     safe = sorted((r for r in rows if r.safe and allowed(r.setting)), key=_speed_key)
     fastest = safe[0] if safe else None
+    unknown = range_noise(rows)  # noise is the machine's: unsafe rows measured it too
     static_row = next((r for r in safe if r.setting == static), None) if static is not None else None
     if static_row is None:
         # No static baseline (no setting is safe in every range under these caps): take the fastest safe row here;
@@ -115,11 +150,11 @@ def choose_in_range(
     for r in safe:
         if r is static_row:
             break  # every remaining row is no faster than static
-        margin = noise_margin(r, static_row, min_gain)
+        margin = noise_margin(r, static_row, min_gain, unknown)
         if r.median_tps - static_row.median_tps > margin:
             return RangeChoice(ctx[0], ctx[1], r.setting, "table_row", r, static_row, fastest, margin)
     reason: Literal["table_row", "fallback_static"] = "table_row" if fastest is static_row else "fallback_static"
-    margin = noise_margin(fastest, static_row, min_gain) if fastest is not None else 0.0
+    margin = noise_margin(fastest, static_row, min_gain, unknown) if fastest is not None else 0.0
     return RangeChoice(ctx[0], ctx[1], static_row.setting, reason, static_row, static_row, fastest, margin)
 
 
@@ -127,7 +162,7 @@ def frontier_choices(
     table: FrontierTable, min_gain: float = DEFAULT_MIN_GAIN, allowed: Allowed = _all
 ) -> tuple[StaticChoice | None, list[RangeChoice]]:
     """The best static setting and the DD choice for every calibrated context-only range, in range order."""
-    static = best_static(table, allowed)
+    static = best_static(table, allowed, min_gain)
     setting = static.setting if static else None
     return static, _choices(table, None, table.ranges, setting, min_gain, allowed)
 

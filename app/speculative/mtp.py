@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Sequence
 from typing import ClassVar
@@ -28,6 +29,10 @@ class MtpSource:
     batch at the next proposal, whose last row drafts the first token. Each further draft token is paired with the
     head's own hidden state. Rollback drops those draft-only positions; the target side needs nothing (its hybrid
     memory is restored from checkpoints by the session, and re-decoding re-sends the rows).
+
+    A restored target checkpoint has no rows for the positions it brings back, so the conversation cache keeps this
+    source's state beside each target checkpoint (checkpoint_state / restored, see there): the MTP context's own
+    memory and the one row its next pair needs.
 
     Greedy drafts stop below p_min on the head's top-1 probability; at T > 0 each token is drawn from the head's
     processed distribution q, which goes to the verifier for exact rejection sampling. Row storage costs
@@ -67,6 +72,9 @@ class MtpSource:
         self.n_embd = mtp.n_embd
         self._rows = np.zeros((0, self.n_embd), dtype=np.float32)
         self._row_tokens: list[int] = []  # the tokens the stored rows were computed along (row p follows [:p + 1])
+        # Rows below this position are unknown (the target's memory was restored without them); a catch-up needs an
+        # unbroken run of rows from the last MTP position it keeps.
+        self._rows_from = 0
         self._n_paired = 0  # leading MTP positions paired with target hidden states (the rest are draft steps)
         capture_hidden(target)
         target.on_decoded = self._on_target_decoded
@@ -75,26 +83,37 @@ class MtpSource:
     def _on_target_decoded(self, pos0: int, n: int) -> None:
         rows = hidden_rows(self.target, n)
         end = pos0 + n
+        self._grow_rows(end)
+        self._rows[pos0:end] = rows
+        tokens = self.target.tokens
+        if len(self._row_tokens) < pos0:  # positions the target got from elsewhere, with no rows (restored)
+            self._row_tokens = list(tokens[:pos0])
+            self._rows_from = pos0
+        # Rows along other tokens than the target's (restored without telling us) need no mark: a catch-up compares
+        # the tokens first.
+        self._rows_from = min(self._rows_from, pos0)
+        self._row_tokens[pos0:] = tokens[pos0:end]
+
+    def _grow_rows(self, end: int) -> None:
         if end > len(self._rows):
             grown = np.zeros((min(max(end, 2 * len(self._rows), 256), self.target.n_ctx), self.n_embd), np.float32)
             grown[: len(self._rows)] = self._rows
             self._rows = grown
-        self._rows[pos0:end] = rows
-        del self._row_tokens[pos0:]
-        self._row_tokens.extend([-1] * (pos0 - len(self._row_tokens)))  # positions restored without rows: unknown
-        self._row_tokens.extend(self.target.tokens[pos0:end])
 
     # -- DraftSource -------------------------------------------------------------------------------------------------
     def _catch_up(self, history: Sequence[int]) -> bool:
         """Pair every token of `history` with the target's hidden state before it; logits of the last pair ready.
 
-        False when some hidden states are unknown (the target's memory was restored from elsewhere): no draft then.
+        False when some hidden states it needs are unknown (the target's memory was restored from a checkpoint that
+        carried no MTP state): no draft then, and the MTP context is left as it was.
         """
         mtp = self.mtp
         n_kv = len(history) - 1
         if common_prefix(self._row_tokens, history) < n_kv:
             return False
         keep = min(common_prefix(mtp.tokens, history), self._n_paired, n_kv)
+        if self._rows_from > max(keep - 1, 0):
+            return False
         mtp.truncate(keep)  # a plain KV cache: partial removal always works
         self._n_paired = keep
         zero = np.zeros((1, self.n_embd), dtype=np.float32)
@@ -141,6 +160,62 @@ class MtpSource:
         self.mtp.truncate(self._n_paired)
         del self._row_tokens[n_committed:]  # rows of rejected draft tokens
 
+    # -- the conversation cache's side (app/engine/cache.py calls these for the target's checkpoints) ----------------
+    def checkpoint_state(self, tokens: Sequence[int]) -> bytes | None:
+        """This source's part of a target checkpoint holding `tokens`: the MTP context caught up to pair every one of
+        them, its memory, and the target's hidden row at the last (the next pair's input). None when the rows are
+        not known (a conversation restored without MTP state) or the MTP context fails.
+
+        Cost per checkpoint, computed (not measured) for the Qwen3.6-35B-A3B shape (n_embd 2048, one NextN block
+        with 2 KV heads of 256, f16 KV): the NextN layer's K and V, 2 x 2 x 256 x 2 B = 2 KiB per token, plus the
+        ~24 B per token of cell metadata llama.cpp's state format adds (seen on the tiny test model: 152 B per token
+        for its 128 B of K and V): ~65 MiB at 32k tokens, a tenth of the target's 10 full-attention layers; plus one
+        8 KiB row. Time: a copy, plus the MTP forward of the pairs the MTP context lags behind: none after an MTP
+        request, the prompt's (one block, beside the trunk's 40) after a request that did not draft with MTP.
+        """
+        n = len(tokens)
+        if n == 0 or common_prefix(self._row_tokens, tokens) < n or self._rows_from > n - 1:
+            return None
+        try:
+            if not self._catch_up(tokens):
+                return None
+            data, _ = self.mtp.save_state()
+        except LlamaError as e:
+            log.warning("MTP state not saved with the checkpoint: %s", e)
+            return None
+        return pack_state(self._rows[n - 1], data)
+
+    def restored(self, tokens: Sequence[int], state: bytes | None) -> None:
+        """The target's memory now holds `tokens` from a checkpoint whose MTP part is `state` (None: it had none):
+        bring the MTP context and the last row back, or say why the head drafts nothing on this prefix."""
+        n = len(tokens)
+        self._row_tokens = list(tokens)
+        self._rows_from = n  # nothing known until a row comes back with the state or from the next target decode
+        unpacked = unpack_state(state, self.n_embd) if state else None
+        why = "it was saved without MTP state (an older cache, or MTP off)" if state is None else ""
+        if unpacked is not None:
+            row, data = unpacked
+            try:
+                self.mtp.load_state((data, list(tokens)))
+            except LlamaError as e:
+                self.mtp.clear()
+                self._n_paired = 0
+                why = str(e)
+            else:
+                self._n_paired = n
+                self._grow_rows(n)
+                self._rows[n - 1] = row
+                self._rows_from = n - 1
+                return
+        elif state is not None:
+            why = "its MTP state is not one this build reads"
+        log.warning(
+            "restored a %d-token checkpoint, but the MTP head cannot draft on it: %s; MTP drafting resumes once "
+            "the conversation is prefilled again (cache_prompt off, or the cache dropped)",
+            n,
+            why,
+        )
+
     def reset(self) -> None:
         """Nothing to forget: the MTP cache is reused across requests through the common prefix, like the target's."""
 
@@ -158,3 +233,25 @@ def attach_mtp(target: Context, model: Model, params: ContextParams) -> MtpSourc
     except LlamaError:
         mctx.close()
         raise
+
+
+_STATE_MAGIC = b"DDMTP1"
+_STATE_HEAD = struct.Struct("<6sI")  # magic, n_embd
+
+
+def pack_state(row: np.ndarray, data: bytes) -> bytes:
+    """The MTP part of a checkpoint: a header, the target's last hidden row (float32) and the MTP context's state."""
+    row = np.ascontiguousarray(row, dtype=np.float32)
+    return _STATE_HEAD.pack(_STATE_MAGIC, row.size) + row.tobytes() + data
+
+
+def unpack_state(blob: bytes, n_embd: int) -> tuple[np.ndarray, bytes] | None:
+    """(row, MTP context state) from pack_state's bytes, or None when they are not that for this width."""
+    head = _STATE_HEAD.size
+    if len(blob) <= head + 4 * n_embd:
+        return None
+    magic, width = _STATE_HEAD.unpack_from(blob)
+    if magic != _STATE_MAGIC or width != n_embd:
+        return None
+    row = np.frombuffer(blob, dtype=np.float32, count=n_embd, offset=head).copy()
+    return row, blob[head + 4 * n_embd :]

@@ -107,7 +107,7 @@ def test_speculative_reply_feeds_graphs_and_never_blocks(make_window, gui_engine
     # What is measured is the app's own work per tick. In the full suite the process also holds every earlier test's
     # leftovers: a 52 ms burst was seen there against 17-19 ms alone, most likely (unverified) a full garbage
     # collection walking them; collect them before measuring. (gc.freeze() instead was tried once: that suite run
-    # crashed later with a segfault inside a collection, see the note on the bool_dealloc abort.)
+    # crashed later inside a collection, with PySide6 6.12.0's lost references to None, see app/gui/binding_check.)
     gc.collect()
     timer.start()
     redraws0 = w.plots.redraws

@@ -96,8 +96,6 @@ def test_j1_first_launch_chats_with_the_demo_model(display: str, tmp_path: Path)
             "-q",
             "-p",
             "no:cacheprovider",
-            "-p",
-            "tests.journeys.xcb_exit_plugin",
             str(Path(__file__).with_name("xcb_window_check.py")),
         ],
         cwd=ROOT,

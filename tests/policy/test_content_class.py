@@ -12,6 +12,10 @@ _CORPUS = resources.files("app.calibration") / "corpus"
 CODE_BLOCK = (_CORPUS / "code.txt").read_text(encoding="utf-8")[:1800]
 PROSE_BLOCK = (_CORPUS / "prose.txt").read_text(encoding="utf-8")[:1800]
 MINUTES = (_CORPUS / "structured.txt").read_text(encoding="utf-8")[:1500]
+SHORT_FN = (
+    "```python\ndef sum_prices(items):\n    tmp = 0\n    for item in items:\n        tmp += item.price * item.qty\n"
+    "    return tmp\n```"
+)
 
 
 def _chat(user: str, system: str = "You are a helpful assistant.") -> str:
@@ -64,6 +68,35 @@ LABELLED: list[tuple[str, str, str]] = [
     ),
     ("Convert this list to valid JSON: apples 3, pears 5, plums 12", "structured", "valid JSON"),
     ("Fix this sentence: me and him goes to school.", "chat", "an edit, but no block worth reusing"),
+    # Short requests (under MIN_BLOCK_CHARS): a set-apart block the answer hands back is a copy-edit ...
+    ("Rename `tmp` to `total` and return the whole function.\n\n" + SHORT_FN, "copy_edit", "short rename, fenced"),
+    (
+        "Fix the bug in this function:\n```js\nfunction lastItem(arr) {\n  if (arr.length === 0) return null;\n"
+        "  return arr[arr.length];\n}\n```",
+        "copy_edit",
+        "short bug fix, fenced",
+    ),
+    (
+        "Add type hints to this function:\ndef scale(values, factor):\n    out = []\n    for v in values:\n"
+        "        out.append(v * factor)\n    return out",
+        "copy_edit",
+        "short, unfenced lines after the instruction",
+    ),
+    (
+        "Proofread this paragraph and return it corrected:\nThe meeting have been moved to thursday becuase the room "
+        "was double-booked; please tell everyone on you're team and bring the updated agenda.",
+        "copy_edit",
+        "short prose paragraph",
+    ),
+    # ... but a short block beside a fresh-code ask is an example, and a one-line snippet is too small to matter.
+    (
+        "Write a function that does the same for dictionaries and return the complete code:\n" + SHORT_FN,
+        "code",
+        "short fresh code about a snippet, 'complete code'",
+    ),
+    ("Rename `x` to `count`:\n```python\nx = 0\nx += 1\n```", "code", "edit of a tiny snippet"),
+    ("Write a recursive version of this:\n```python\ndef f(n): return n\n```", "code", "tiny snippet, fresh"),
+    (CODE_BLOCK + "\n\nExplain what the code above does.", "code", "long block, explanation of code"),
 ]
 
 

@@ -12,7 +12,7 @@ from app.policy import (
     to_markdown,
 )
 from app.speculative.settings import PLAIN
-from tests.policy.helpers import FP, N2, N4, N4P, N8, SEED_POINTS, WIDE, make_table
+from tests.policy.helpers import FP, LOOKUP, N2, N4, N4P, N8, SEED_POINTS, WIDE, make_table
 
 
 def test_seed_table_selects_frontier_and_ties_static(seed_table: FrontierTable) -> None:
@@ -92,6 +92,61 @@ def test_noisy_fastest_row_loses_to_clean_faster_row() -> None:
     ]
     policy = DynamicDraftPolicy(new_table(FP, rows), FP)
     assert policy.decide(50, None, WIDE)[0] == N4
+
+
+def test_a_row_measured_once_is_charged_the_ranges_noise_not_zero() -> None:
+    from app.policy import FrontierRow, new_table
+
+    # The structured rows of the shared-CPU table at 512 tokens: plain is fastest over two noisy runs, n4 slower
+    # but run once (spread 0). Before, n4 cleared the margin on the 1% floor alone and was chosen over the faster
+    # plain. (The context-only rows make lookup the best static, clearly here.)
+    context_only = [FrontierRow(0, 513, LOOKUP, 3.5, 0.1, 2, True), FrontierRow(0, 513, PLAIN, 2.99, 0.1, 2, True)]
+
+    def structured(n4: FrontierRow, lookup: FrontierRow) -> DynamicDraftPolicy:
+        rows = [
+            FrontierRow(0, 513, PLAIN, 5.35, 2.33, 2, True, None, "structured"),
+            n4,
+            FrontierRow(0, 513, N2, 3.28, 0.68, 2, True, None, "structured"),
+            lookup,
+        ]
+        return DynamicDraftPolicy(new_table(FP, context_only + rows), FP)
+
+    policy = structured(
+        FrontierRow(0, 513, N4, 3.71, 0.0, 1, True, None, "structured"),
+        FrontierRow(0, 513, LOOKUP, 3.12, 0.0, 1, True, None, "structured"),
+    )
+    assert best_static(policy.table).setting == LOOKUP
+    selected, rec = policy.decide(200, None, WIDE, "structured")
+    assert selected != N4, "a once-measured slower row beat the measured faster one"
+    assert selected == LOOKUP and rec.reason == "fallback_static" and rec.class_basis == "class_row"
+    # n4 and the static row each measured twice with small spreads: n4 is trusted again (the rule still rewards
+    # real evidence; plain's wide spread is its own, not the others').
+    policy = structured(
+        FrontierRow(0, 513, N4, 3.71, 0.05, 2, True, None, "structured"),
+        FrontierRow(0, 513, LOOKUP, 3.12, 0.1, 2, True, None, "structured"),
+    )
+    assert policy.decide(200, None, WIDE, "structured")[0] == N4
+
+
+def test_plain_stays_static_unless_beaten_beyond_noise() -> None:
+    from app.policy import FrontierRow, new_table
+
+    # The shared CPU's context-only rows: lookup 3.04 vs plain 2.99 tok/s with spreads of ~0.5: a tie.
+    rows = [FrontierRow(0, 513, LOOKUP, 3.04, 0.51, 2, True), FrontierRow(0, 513, PLAIN, 2.99, 0.54, 2, True)]
+    rows += [FrontierRow(0, 513, N2, 1.08, 0.18, 2, True)]
+    static = best_static(new_table(FP, rows))
+    assert static is not None and static.setting == PLAIN and abs(static.geomean_tps - 2.99) < 1e-9
+    # Over two ranges the relative gain is weighed against the mean relative margin: 10 % over 2 % noise wins.
+    two = rows[:2] + [
+        FrontierRow(513, 2000, LOOKUP, 2.75, 0.05, 3, True),
+        FrontierRow(513, 2000, PLAIN, 2.5, 0.05, 3, True),
+    ]
+    two[0] = FrontierRow(0, 513, LOOKUP, 3.3, 0.06, 3, True)
+    two[1] = FrontierRow(0, 513, PLAIN, 3.0, 0.06, 3, True)
+    assert best_static(new_table(FP, two)).setting == LOOKUP
+    # A setting within noise of plain is not the static, so classes and ranges measure against plain.
+    policy = DynamicDraftPolicy(new_table(FP, rows), FP)
+    assert policy.decide(100, None, WIDE)[0] == PLAIN
 
 
 def test_unsafe_rows_never_selected_and_make_settings_ineligible_for_static() -> None:

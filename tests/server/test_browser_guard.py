@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,25 +10,16 @@ import httpx
 import pytest
 
 from app.server.browser_guard import host_allowed, is_json_media_type, normal_host
-from tests.server.helpers import chat_body
+from tests.server.helpers import chat_body, dynadraft_serve
 
 BODY = json.dumps(chat_body(max_tokens=1, model="m")).encode()
 
 
 @pytest.fixture(scope="module")
 def serve_url(smollm2_path: Path) -> Iterator[str]:
-    cmd = [sys.executable, "-m", "app", "serve", "--model", str(smollm2_path), "--port", "0", "--threads", "1"]
-    cmd += ["--model-id", "m", "--allowed-host", "mybox.lan", "--cors-origin", "http://app.example"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"(http://127\.0\.0\.1:\d+)/v1", line)
-        assert match, line
-        yield match.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    args = ("--model", str(smollm2_path), "--model-id", "m", "--allowed-host", "mybox.lan")
+    with dynadraft_serve(*args, "--cors-origin", "http://app.example") as (_, _, base):
+        yield base.removesuffix("/v1")
 
 
 def _post(url: str, headers: dict[str, str], body: bytes = BODY) -> httpx.Response:

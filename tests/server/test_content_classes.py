@@ -23,6 +23,11 @@ LOOKUP6 = SpecSettings(source="lookup", n_max=6)
 BLOCK = "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n\n" * 6
 EDIT = BLOCK + "\nRename the function `area` to `surface` and return the full file, nothing else."
 CHAT = "Tell me something nice about autumn."
+# The short copy-edit a new user tried (a ~120-character block, under MIN_BLOCK_CHARS): it was classed code before.
+SHORT_EDIT = (
+    "Rename `tmp` to `total` and return the whole function.\n\n```python\ndef sum_prices(items):\n    tmp = 0\n"
+)
+SHORT_EDIT += "    for item in items:\n        tmp += item.price * item.qty\n    return tmp\n```"
 
 
 @pytest.fixture
@@ -88,6 +93,11 @@ def test_generate_json_subprocess_reports_the_class_row(smollm2_path: Path, clas
     dd = out["dynamic_draft"]
     assert dd["table_id"] == class_table and dd["content_class"] == "copy_edit" and dd["class_basis"] == "class_row"
     assert dd["selected_label"] == LOOKUP6.label() and out["speculative"]["source"] == "lookup"
+    short, _ = generate_json(*args, "--prompt", SHORT_EDIT, "--temperature", "0")
+    assert (
+        short["dynamic_draft"]["content_class"] == "copy_edit" and short["dynamic_draft"]["class_basis"] == "class_row"
+    )
+    assert short["dynamic_draft"]["class_cue"] == "edit_instruction" and short["speculative"]["source"] == "lookup"
     code, _ = generate_json(*args, "--prompt", "Write a Python function that reverses a string.", "--temperature", "0")
     assert code["dynamic_draft"]["content_class"] == "code"
     assert code["dynamic_draft"]["selected_label"] == LOOKUP3.label()

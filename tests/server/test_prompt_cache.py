@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,40 +10,13 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import REPO
+from tests.server.helpers import dynadraft_serve
 
 
 @pytest.fixture(scope="module")
 def served(smollm2_path: Path) -> Iterator[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "app",
-        "serve",
-        "--model",
-        str(smollm2_path),
-        "--port",
-        "0",
-        "--threads",
-        "1",
-        "--model-id",
-        "m",
-    ]
-    proc = subprocess.Popen(
-        [*cmd, "--cache-ram", "64"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"(http://127\.0\.0\.1:\d+)/v1", line)
-        assert match, line
-        yield match.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with dynadraft_serve("--model", str(smollm2_path), "--model-id", "m", "--cache-ram", "64") as (_, _, base):
+        yield base.removesuffix("/v1")
 
 
 def _metric(text: str, name: str) -> float:
