@@ -5,6 +5,7 @@
   python bench/gpu/measure.py engine OUT.json TARGET.gguf DRAFT.gguf   # end-to-end Session runs + step traces
   python bench/gpu/measure.py mtpcosts OUT.json MODEL.gguf              # MTP draft + hybrid verify/rollback costs
   python bench/gpu/measure.py mtpbench OUT.json MODEL.gguf LLAMA_SERVER  # engine vs llama-server, MTP n2/n4
+  python bench/gpu/measure.py mtpplain OUT.json MODEL.gguf LLAMA_SERVER  # plain: engine load variants vs llama-server
 
 `costs`: for each model and KV depth (context), decode a batch of b tokens at that depth with logits on every row
 and read every row (what one speculative verify does), b = 1..16; every shape is run twice before timing (Vulkan
@@ -193,3 +194,7 @@ if __name__ == "__main__":
         from bench.gpu.mtp_measure import mtp_bench
 
         mtp_bench(out, rest[0], rest[1])
+    elif what == "mtpplain":
+        from bench.gpu.mtp_measure import mtp_plain
+
+        mtp_plain(out, rest[0], rest[1])

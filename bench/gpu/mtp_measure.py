@@ -494,3 +494,93 @@ def keep_run(
         f"tokens {row.get('tokens_check')}",
         flush=True,
     )
+
+
+# Engine load variants (mtpplain): which MTP-era load choice costs decoding its speed. "default" is what `dynadraft`
+# loads for a GGUF with an MTP head: the head, hidden states handed over on every decode, and recurrent-state
+# snapshots as deep as the draft cap (16). The pinned llama.cpp writes every snapshot slot's conv state on every decode
+# (models/delta-net-base.cpp: n_rs_seq + 1 copies per Gated DeltaNet layer), so the count may cost plain decoding.
+PLAIN_VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "snap4": {"draft_n_max_cap": 4},
+    "no_snapshots": {"recurrent_snapshots": False},
+    "no_mtp": {"mtp": "off"},
+}
+
+
+def mtp_plain(out: str, path: str, server: str) -> None:
+    """Each engine variant (all loaded at once) with each setting it can run (DD_PLAIN_SETTINGS: off, MTP n2/n4) and
+    llama-server plain (one-piece prefill): DD_REPS rounds interleaved per context (the order rotates each round),
+    llama.cpp's predicted_per_second on both sides, greedy, prompt cache off."""
+    from app.calibration.runner import build_messages, corpus_text
+    from app.engine.session import EngineConfig, Session
+    from app.engine.types import DoneEvent, GenerationRequest
+    from app.runtime.llama_server import ExternalServer, ServerSpec
+    from app.runtime.sampling import SamplingParams
+    from app.speculative.settings import PLAIN, SpecSettings
+
+    contexts = _env_ints("DD_MTP_BENCH_CONTEXTS", "2048,8192")
+    n_predict = int(os.environ.get("DD_MAX_TOKENS", "128"))
+    reps = int(os.environ.get("DD_REPS", "3"))
+    common: dict[str, Any] = {"model": path, "n_ctx": max(contexts) + n_predict + 256, "n_batch": 512}
+    common |= {"n_threads": THREADS, "n_gpu_layers": NGL, "flash_attn": "on"}
+    names = os.environ.get("DD_PLAIN_VARIANTS", ",".join(PLAIN_VARIANTS)).split(",")
+    named = {"off": PLAIN, "n2": SpecSettings("mtp", 2, 0, 0.0), "n4": SpecSettings("mtp", 4, 0, 0.0)}
+    settings = [named[k] for k in os.environ.get("DD_PLAIN_SETTINGS", "off,n2,n4").split(",")]
+    sessions = {n: Session(EngineConfig(**common, **PLAIN_VARIANTS[n], dynamic_draft=False)) for n in names}
+    report: dict[str, Any] = {"model": os.path.basename(path), "variants": {n: PLAIN_VARIANTS[n] for n in names}}
+    report["granted"] = {n: {"n_rs_seq": s.ctx.n_rs_seq, "mtp": "mtp" not in s.missing} for n, s in sessions.items()}
+    report["rows"] = []
+    first = next(iter(sessions.values()))
+    spec = ServerSpec(binary=server, **common, extra_args=SERVER_BASE_FLAGS, start_timeout_s=300.0)
+
+    def runnable(s: Any, st: Any) -> bool:
+        return st.source == "none" or ("mtp" not in s.missing and st.n_max <= s.config.draft_n_max_cap)
+
+    try:
+        with ExternalServer(spec) as srv:
+            for c in contexts:
+                msgs, _ = build_messages(first, c, corpus_text())
+                tokens = first.format_prompt(GenerationRequest(messages=msgs, max_tokens=n_predict))
+
+                def engine(s: Any, st: Any, msgs: Any = msgs) -> dict[str, Any]:
+                    req = GenerationRequest(
+                        messages=msgs,
+                        max_tokens=n_predict,
+                        sampling=SamplingParams(temperature=0.0),
+                        speculative=st,
+                        cache_prompt=False,
+                    )
+                    t = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary.timings
+                    return {
+                        "tok_s": round(t.predicted_per_second, 2),
+                        "drafted": t.draft_n,
+                        "accepted": t.draft_n_accepted,
+                    }
+
+                def server_run(tokens: list[int] = tokens) -> dict[str, Any]:
+                    body = {"prompt": tokens, "n_predict": n_predict, "temperature": 0, "cache_prompt": False}
+                    _, r = srv.request("POST", "/completion", body, timeout=120)
+                    return {"tok_s": round(float(r["timings"]["predicted_per_second"]), 2)}
+
+                sides: dict[str, Any] = {
+                    f"{n} {st.label()}": (lambda s=s, st=st: engine(s, st))
+                    for n, s in sessions.items()
+                    for st in settings
+                    if runnable(s, st)
+                }
+                sides["llama-server off"] = server_run
+                order = list(sides)
+                runs: dict[str, list[dict[str, Any]]] = {k: [] for k in order}
+                for k in order:
+                    sides[k]()  # warm-up
+                for i in range(reps):
+                    for k in order[i % len(order) :] + order[: i % len(order)]:
+                        runs[k].append(sides[k]())
+                median = {k: statistics.median(r["tok_s"] for r in v) for k, v in runs.items()}
+                report["rows"].append({"context": len(tokens), "runs": runs, "median": median})
+                Path(out).write_text(json.dumps(report, indent=1))
+                print(f"mtpplain {len(tokens)}: " + ", ".join(f"{k} {v:.1f}" for k, v in median.items()), flush=True)
+    finally:
+        for s in sessions.values():
+            s.close()

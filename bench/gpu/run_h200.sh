@@ -14,7 +14,7 @@
 #   DD_STEPS     any of: costs (verify-cost curves, flash attention off and on), engine (Session runs with step
 #                traces, for checking the simulator), calib (the quick calibration, wall time); MTP on DD_TARGET:
 #                mtpcosts (MTP draft and hybrid verify/rollback costs), mtpbench (engine vs llama-server
-#                --spec-type draft-mtp), mtpcalib (the quick calibration with MTP rows and no draft model)
+#                --spec-type draft-mtp), mtpplain (plain decoding: engine load variants vs llama-server), mtpcalib (the quick calibration with MTP rows and no draft model)
 #   DD_MODELS    which shape-equivalent models to write and measure; DD_DRAFT the draft (default q05b; "" for none)
 #   DD_TARGET    target for engine/calib (default q7b); DD_FLASH: 0, 1 or 0,1 (costs, engine: see measure.py);
 #   DD_CALIB_FA  flash attention for calib: auto (default), on or off
@@ -88,6 +88,9 @@ for step in $STEPS; do
         || echo "llama-server logs lack 'ggml_vulkan: Found'"
       # the servers' own logs (the probes' are verbose: where a server that gave no answer was), as one file
       tar -czf "$OUT/server-logs.tgz" -C "$DYNADRAFT_HOME/logs" llama-server 2>/dev/null ;;
+    mtpplain)
+      timeout "$left" python3 bench/gpu/measure.py mtpplain "$OUT/mtp-plain-$TARGET.json" /tmp/$TARGET.gguf \
+        "$DYNADRAFT_LLAMA_SERVER" ;;
     mtpcalib)
       tc=$(date +%s)
       timeout "$left" python3 -m app calibrate --model /tmp/$TARGET.gguf --quick --gpu-layers -1 --ctx-size 8192 \
