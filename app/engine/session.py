@@ -68,9 +68,13 @@ class EngineConfig:
     type_v: str = "f16"
     use_extra_bufts: bool = True
     draft_n_max_cap: int = 16  # the server's draft allocation: nothing drafts deeper than this
-    # Roll back recurrent/hybrid memory from llama.cpp's per-token state snapshots (costs the recurrent state x
-    # (1 + draft_n_max_cap) in memory) rather than from a full checkpoint saved before every speculative step.
-    recurrent_snapshots: bool = True
+    # How many per-token recurrent-state snapshots llama.cpp keeps (n_rs_seq; 0: none), so recurrent/hybrid memory
+    # rolls a rejected draft back in place rather than from a full checkpoint saved before the step; drafts deeper
+    # than this still take the checkpoint. Not the draft cap: every snapshot slot costs the recurrent state in memory,
+    # and the pinned llama.cpp writes every slot's conv state on every decode (n_rs_seq + 1 copies per Gated DeltaNet
+    # layer, plain decoding included). On the H200, MTP n2 on the Qwen3.6-35B shape ran 1.31x faster with 4 than with
+    # 16 (bench/results/2026-12-01-h200-mtp.md); 8 covers the MTP grid (n <= 6) and the common draft depths.
+    recurrent_snapshots: int = 8
     dynamic_draft: bool = True  # apply the calibrated table when one matches this engine's fingerprint
     dd_force: bool = False  # force mode: DD's choice wins over request-level speculative fields
     # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
@@ -275,11 +279,11 @@ class Session:
             flash_attn=resolve_flash_attn(config.flash_attn, config.n_gpu_layers),
             type_k=config.type_k,
             type_v=config.type_v,
-            # Recurrent/hybrid targets (Qwen3.5/3.6) keep a state snapshot per token of the last decode, as deep as
-            # any draft can go, so a rejected draft rolls back in place: on the H200 the full checkpoint this
-            # replaces cost 108-738 MB and 0.17-1.2 s per speculative step (bench/results/2026-12-01-h200-mtp.md).
-            # llama.cpp grants none on models without recurrent memory.
-            n_rs_seq=depth_cap if config.recurrent_snapshots else 0,
+            # Recurrent/hybrid targets (Qwen3.5/3.6) keep a state snapshot per token of the last decode, so a
+            # rejected draft rolls back in place: on the H200 the full checkpoint this replaces cost 108-738 MB and
+            # 0.17-1.2 s per speculative step (bench/results/2026-12-01-h200-mtp.md). llama.cpp grants none on
+            # models without recurrent memory.
+            n_rs_seq=min(depth_cap, max(0, config.recurrent_snapshots)),
         )
         if config.mtp not in MTP_MODES:
             raise LlamaError(f"mtp must be one of {', '.join(MTP_MODES)}")

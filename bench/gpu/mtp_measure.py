@@ -502,8 +502,9 @@ def keep_run(
 # (models/delta-net-base.cpp: n_rs_seq + 1 copies per Gated DeltaNet layer), so the count may cost plain decoding.
 PLAIN_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
-    "snap4": {"draft_n_max_cap": 4},
-    "no_snapshots": {"recurrent_snapshots": False},
+    "snap4": {"recurrent_snapshots": 4},
+    "snap16": {"recurrent_snapshots": 16},
+    "no_snapshots": {"recurrent_snapshots": 0},  # MTP settings then checkpoint every step: slow, keep them out
     "no_mtp": {"mtp": "off"},
 }
 

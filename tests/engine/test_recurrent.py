@@ -3,7 +3,7 @@
 Recurrent (and hybrid) memory has no per-position history. Two ways roll it back after rejected draft tokens:
 llama.cpp's per-token state snapshots of the last decode (n_rs_seq; the default where the architecture has them:
 a plain seq_rm), or a checkpoint taken before the verify decode, restored, then [last] + the accepted tokens
-re-decoded (models without snapshots, drafts deeper than the window, `recurrent_snapshots=False`). These tests
+re-decoded (models without snapshots, drafts deeper than the window, `recurrent_snapshots=0`). These tests
 run both for real on two models written by tests/engine/tiny_gguf.py (< 1 MB each, load in milliseconds):
 
 * "mamba": a 2-layer random Mamba, pure recurrent memory (llama_model_is_recurrent);
@@ -38,12 +38,17 @@ GREEDY = SamplingParams(temperature=0.0)
 LOOKUP = SpecSettings(source="lookup", n_max=4)
 
 
-def _session(path: Path, snapshots: bool = True) -> Session:
+def _session(path: Path, snapshots: int = EngineConfig.recurrent_snapshots) -> Session:
     # One thread: these decodes take microseconds, and spinning worker threads only fight other work for the CPU.
     return Session(EngineConfig(model=str(path), n_ctx=512, n_batch=64, n_threads=1, recurrent_snapshots=snapshots))
 
 
-@pytest.fixture(params=["snapshots", "checkpoint"])
+# Snapshot counts per rollback path: the default window; none (checkpoints only); a window of 2, shallower than the
+# 4-token drafts below, so deep steps take the checkpoint and shallow ones the snapshots in one request.
+SNAPSHOTS = {"snapshots": EngineConfig.recurrent_snapshots, "checkpoint": 0, "window2": 2}
+
+
+@pytest.fixture(params=list(SNAPSHOTS))
 def rollback(request: pytest.FixtureRequest) -> str:
     """Which rollback path a session uses (see the module docstring)."""
     return str(request.param)
@@ -51,7 +56,7 @@ def rollback(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def session(tiny: TinyModel, rollback: str) -> Iterator[Session]:
-    s = _session(tiny.path, rollback == "snapshots")
+    s = _session(tiny.path, SNAPSHOTS[rollback])
     yield s
     s.close()
 
@@ -59,7 +64,7 @@ def session(tiny: TinyModel, rollback: str) -> Iterator[Session]:
 @pytest.fixture
 def checkpointing(tiny: TinyModel) -> Iterator[Session]:
     """A session that rolls back from checkpoints only (for the tests that break save/load on purpose)."""
-    s = _session(tiny.path, snapshots=False)
+    s = _session(tiny.path, snapshots=0)
     yield s
     s.close()
 
@@ -126,7 +131,7 @@ def self_drafting(tiny: TinyModel, rollback: str, monkeypatch: pytest.MonkeyPatc
         n_ctx=512,
         n_batch=64,
         n_threads=1,
-        recurrent_snapshots=rollback == "snapshots",
+        recurrent_snapshots=SNAPSHOTS[rollback],
     )
     s = Session(cfg)
     monkeypatch.setitem(s.sources, "draft", _OneWrongToken(s.sources["draft"], s.model.vocab.n_vocab))
@@ -179,7 +184,7 @@ def test_snapshots_drop_the_last_decode_in_place_and_nothing_else(tiny: TinyMode
         ctx = session.ctx
         if ctx.n_rs_seq == 0:
             pytest.skip(f"llama.cpp keeps no recurrent snapshots for {tiny.name}")
-        assert ctx.n_rs_seq == 16  # the draft allocation (draft_n_max_cap)
+        assert ctx.n_rs_seq == EngineConfig.recurrent_snapshots == 8  # the default window, below the draft cap 16
         tokens = session.model.vocab.tokenize("the cat sat on the mat and the dog ran", add_special=True)[:10]
         reference = _fresh_next_logits(session, tokens[:6], 8)
         # What the check below would see if the rollback kept the dropped tokens in the state: far off.
