@@ -267,9 +267,8 @@ def _hang_snapshot(srv: Any) -> dict[str, Any]:
 def mtp_bench(out: str, path: str, server: str) -> None:
     from app.calibration.runner import build_messages, corpus_text
     from app.engine.session import EngineConfig, Session
-    from app.engine.types import DoneEvent, GenerationRequest
+    from app.engine.types import GenerationRequest
     from app.runtime.llama_server import ExternalServer, ServerSpec
-    from app.runtime.sampling import SamplingParams
     from app.speculative.exactness import compare
     from app.speculative.settings import PLAIN, SpecSettings
 
@@ -277,7 +276,6 @@ def mtp_bench(out: str, path: str, server: str) -> None:
     n_predict = int(os.environ.get("DD_MAX_TOKENS", "128"))
     reps = int(os.environ.get("DD_MTP_BENCH_REPS", "1"))
     n_ctx = max(contexts) + n_predict + 256
-    greedy = SamplingParams(temperature=0.0)
     common: dict[str, Any] = {"model": path, "n_ctx": n_ctx, "n_batch": 512, "n_threads": THREADS}
     common |= {"n_gpu_layers": NGL, "flash_attn": "on"}  # the same on both sides
     s = Session(EngineConfig(**common, dynamic_draft=False))
@@ -304,24 +302,7 @@ def mtp_bench(out: str, path: str, server: str) -> None:
         Path(out).write_text(json.dumps(report, indent=1))  # rewritten after each record: a later hang loses nothing
 
     def ours(msgs: Any, st: SpecSettings, margins: bool = False) -> dict[str, Any]:
-        req = GenerationRequest(
-            messages=msgs,
-            max_tokens=n_predict,
-            sampling=greedy,
-            speculative=st,
-            cache_prompt=False,
-            collect_margins=margins,
-        )
-        sm = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
-        t = sm.timings
-        return {
-            "tok_s": t.predicted_per_second,
-            "predicted_n": t.predicted_n,
-            "draft_n": t.draft_n,
-            "draft_n_accepted": t.draft_n_accepted,
-            "tokens": list(sm.tokens),
-            "margins": list(sm.margins),
-        }
+        return engine_run(s, msgs, st, n_predict, margins)
 
     def theirs(srv: Any, tokens: list[int], n: int, timeout: float) -> dict[str, Any]:
         """One /completion; a request with no answer within `timeout` is recorded as such, never waited on."""
@@ -437,6 +418,31 @@ def mtp_bench(out: str, path: str, server: str) -> None:
         s.close()
 
 
+def engine_run(s: Any, msgs: Any, st: Any, n_predict: int, margins: bool = False) -> dict[str, Any]:
+    """One greedy request through a Session, prompt cache off: llama.cpp's timings, the tokens (and margins)."""
+    from app.engine.types import DoneEvent, GenerationRequest
+    from app.runtime.sampling import SamplingParams
+
+    req = GenerationRequest(
+        messages=msgs,
+        max_tokens=n_predict,
+        sampling=SamplingParams(temperature=0.0),
+        speculative=st,
+        cache_prompt=False,
+        collect_margins=margins,
+    )
+    sm = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
+    t = sm.timings
+    return {
+        "tok_s": t.predicted_per_second,
+        "predicted_n": t.predicted_n,
+        "draft_n": t.draft_n,
+        "draft_n_accepted": t.draft_n_accepted,
+        "tokens": list(sm.tokens),
+        "margins": list(sm.margins),
+    }
+
+
 def _cpu_s(pid: int | None) -> float:
     """CPU seconds (user + system) a process has used so far; 0 when it cannot be read."""
     try:
@@ -515,9 +521,8 @@ def mtp_plain(out: str, path: str, server: str) -> None:
     llama.cpp's predicted_per_second on both sides, greedy, prompt cache off."""
     from app.calibration.runner import build_messages, corpus_text
     from app.engine.session import EngineConfig, Session
-    from app.engine.types import DoneEvent, GenerationRequest
+    from app.engine.types import GenerationRequest
     from app.runtime.llama_server import ExternalServer, ServerSpec
-    from app.runtime.sampling import SamplingParams
     from app.speculative.settings import PLAIN, SpecSettings
 
     contexts = _env_ints("DD_MTP_BENCH_CONTEXTS", "2048,8192")
@@ -545,19 +550,8 @@ def mtp_plain(out: str, path: str, server: str) -> None:
                 tokens = first.format_prompt(GenerationRequest(messages=msgs, max_tokens=n_predict))
 
                 def engine(s: Any, st: Any, msgs: Any = msgs) -> dict[str, Any]:
-                    req = GenerationRequest(
-                        messages=msgs,
-                        max_tokens=n_predict,
-                        sampling=SamplingParams(temperature=0.0),
-                        speculative=st,
-                        cache_prompt=False,
-                    )
-                    t = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary.timings
-                    return {
-                        "tok_s": round(t.predicted_per_second, 2),
-                        "drafted": t.draft_n,
-                        "accepted": t.draft_n_accepted,
-                    }
+                    r = engine_run(s, msgs, st, n_predict)
+                    return {k: r[k] for k in ("tok_s", "draft_n", "draft_n_accepted")}
 
                 def server_run(tokens: list[int] = tokens) -> dict[str, Any]:
                     body = {"prompt": tokens, "n_predict": n_predict, "temperature": 0, "cache_prompt": False}
