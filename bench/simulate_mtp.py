@@ -74,23 +74,39 @@ def step(n: int, row: dict[str, Any], scale: float, rollback: str) -> tuple[floa
 
     if n == 0:
         return 1.0, row.get("plain_ms", v(1))
-    save, load = {
-        "full": (row["checkpoint_save_ms"], row["checkpoint_load_ms"]),
-        "partial": (row["partial_save_ms"], row["partial_load_ms"]),
-        "free": (0.0, 0.0),
-    }[rollback]
     draft = row["draft_ms"][str(n)]
     p = [1.0]
     for i in range(1, n + 1):
         p.append(p[-1] * accept(i, scale))
+    if rollback == "snapshot":  # the engine since the fix: a rejected draft is dropped in place, nothing replayed
+        return sum(p), draft + v(n + 1) + (1 - p[n]) * row["rollback_ms"][str(n)]
+    save, load = rollback_costs(row)[rollback]
     restore = sum(p[k] * (1 - accept(k + 1, scale)) * (load + v(1 + k)) for k in range(n))
     return sum(p), draft + save + v(n + 1) + restore
+
+
+def rollback_costs(row: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """(save, load) ms of the checkpoint rollback models a cost row measured (the snapshot-era files keep the full
+    checkpoint under `full_checkpoint`)."""
+    full = row.get("full_checkpoint") or {"save_ms": row["checkpoint_save_ms"], "load_ms": row["checkpoint_load_ms"]}
+    return {
+        "full": (full["save_ms"], full["load_ms"]),
+        "partial": (row["partial_save_ms"], row["partial_load_ms"]),
+        "free": (0.0, 0.0),
+    }
+
+
+def rollback_models(costs: dict[str, Any]) -> tuple[str, ...]:
+    """The rollback models every context row of `costs` has the figures for."""
+    rows = list(costs["contexts"].values())
+    snap = ("snapshot",) if all("rollback_ms" in r for r in rows) else ()
+    return ("full", "partial", "free", *snap)
 
 
 def simulate(costs: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"label": "SIMULATED", "fit": {"A1": A1, "R": R}, "rows": []}
     picks: dict[tuple[str, str], dict[int, int]] = {}
-    for rollback in ("full", "partial", "free"):
+    for rollback in rollback_models(costs):
         for scenario in ("flat", "decay"):
             pick: dict[int, int] = {}
             for c_s, row in sorted(costs["contexts"].items(), key=lambda kv: int(kv[0])):
