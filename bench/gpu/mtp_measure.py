@@ -512,6 +512,7 @@ PLAIN_VARIANTS: dict[str, dict[str, Any]] = {
     "snap16": {"recurrent_snapshots": 16},
     "no_snapshots": {"recurrent_snapshots": 0},  # MTP settings then checkpoint every step: slow, keep them out
     "no_mtp": {"mtp": "off"},
+    "bare": {"mtp": "off", "recurrent_snapshots": 0},  # as llama-server loads a model for plain decoding
 }
 
 
