@@ -44,7 +44,7 @@ from app.speculative.constrained import constrained_draw, constrained_greedy, ve
 from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
-from app.speculative.telemetry import SpecStats
+from app.speculative.telemetry import SourceStats, SpecStats
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 log = logging.getLogger(__name__)
@@ -233,6 +233,14 @@ class _Run:
     logprobs: list[TokenLogprob] = field(default_factory=list)
     logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
     step_logprobs: list[TokenLogprob] | None = None  # the current step's, read from its verify rows
+    idle_reasons: dict[str, str] = field(default_factory=dict)  # source -> why its last empty draft was empty
+
+
+def with_idle_reasons(per_source: dict[str, dict[str, Any]], reasons: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The request's per-source statistics, each source that could not draft saying why (`idle_reason`)."""
+    for name, why in reasons.items():
+        per_source.setdefault(name, SourceStats().to_dict())["idle_reason"] = why  # zeros where it never ran
+    return per_source
 
 
 def within_vocab(
@@ -580,7 +588,7 @@ class Session:
                 prompt_tokens=n_prompt,
                 settings=settings,
                 dynamic_draft=self._decision_dict(record),
-                per_source=self.stats.request_summary(),
+                per_source=with_idle_reasons(self.stats.request_summary(), run.idle_reasons),
                 content_class=self.stats.content_class,
                 source_memory=warm.to_dict() if warm is not None else None,
                 # One more than the tokens when the run ended on an end token: the row that chose to stop.
@@ -687,6 +695,8 @@ class Session:
             s = run.settings
             d = ready or src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
             draft.tokens, draft.dists, draft.draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+            if d.why_empty:
+                run.idle_reasons[type(src).name] = d.why_empty
         draft.tokens, draft.dists = within_vocab(draft.tokens, draft.dists, self.model.vocab.n_vocab)
         return draft
 

@@ -76,6 +76,7 @@ class MtpSource:
         # unbroken run of rows from the last MTP position it keeps.
         self._rows_from = 0
         self._n_paired = 0  # leading MTP positions paired with target hidden states (the rest are draft steps)
+        self._why_idle = ""  # why the head cannot draft on the current prefix (said in each empty draft)
         capture_hidden(target)
         target.on_decoded = self._on_target_decoded
 
@@ -138,8 +139,12 @@ class MtpSource:
         t0 = time.perf_counter()
         out = Draft(self.name)
         n_max = min(n_max, self.mtp.n_ctx - len(history))
-        if n_max <= 0 or not history or not self._catch_up(history):
+        if n_max <= 0 or not history:
             return out
+        if not self._catch_up(history):
+            out.why_empty = self._why_idle or "the target's hidden states for this prefix are unknown"
+            return out
+        self._why_idle = ""
         mtp = self.mtp
         # Each further draft token is paired with the head's own hidden state at the token before it.
         draft_autoregressive(
@@ -206,15 +211,16 @@ class MtpSource:
                 self._grow_rows(n)
                 self._rows[n - 1] = row
                 self._rows_from = n - 1
+                self._why_idle = ""
                 return
         elif state is not None:
             why = "its MTP state is not one this build reads"
-        log.warning(
-            "restored a %d-token checkpoint, but the MTP head cannot draft on it: %s; MTP drafting resumes once "
-            "the conversation is prefilled again (cache_prompt off, or the cache dropped)",
-            n,
-            why,
+        self._why_idle = (
+            f"the {n}-token prefix came back from the conversation cache and the MTP head cannot continue from it: "
+            f"{why}; MTP drafts again once the conversation is prefilled afresh (cache_prompt off, or the cache "
+            "dropped)"
         )
+        log.warning("restored a %d-token checkpoint, but the MTP head cannot draft on it: %s", n, self._why_idle)
 
     def reset(self) -> None:
         """Nothing to forget: the MTP cache is reused across requests through the common prefix, like the target's."""

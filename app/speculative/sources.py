@@ -34,6 +34,8 @@ class Draft:
     confidence: list[float] = field(default_factory=list)  # the draft's top-1 probability at each position
     dists: list[np.ndarray | None] = field(default_factory=list)  # q each token was drawn from; None = point mass
     draft_ms: float = 0.0
+    # Why a source that was asked to draft could not (not for a draft merely cut short), for the response to say.
+    why_empty: str = ""
 
 
 @dataclass(frozen=True)

@@ -98,11 +98,13 @@ def _assert_loads_but_cannot_draft(path: Path, folder: Path, caplog: pytest.LogC
             out = _follow_up(s)
         assert out.timings.draft_n == 0
         assert CANNOT_DRAFT in caplog.text
+        assert "conversation cache" in out.per_source["mtp"]["idle_reason"]  # the response says why, not only the log
         plain = _run(s, FOLLOW, PLAIN, n=24, cache_prompt=False)
         verdict = compare(plain.tokens, plain.margins, out.tokens)
         assert verdict.acceptable, verdict.describe()
         again = _run(s, FOLLOW, MTP, n=24, cache_prompt=False)
         assert again.timings.draft_n > 0
+        assert "idle_reason" not in again.per_source["mtp"]
     finally:
         s.close()
 
