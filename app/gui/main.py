@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -446,6 +447,19 @@ def dispose(window: QWidget) -> None:
     gc.collect()
 
 
+def quit_on_signals(app: QApplication) -> QTimer:
+    """SIGTERM (a logout, `kill`) and SIGINT (Ctrl+C in the terminal) close the app the way its window does: the
+    window's close saves settings and history and stops the engine, and the exit code is 0. Python runs signal
+    handlers only between bytecodes, which Qt's event loop never gives it, so a timer hands it control 5 times a
+    second; the returned timer must stay referenced."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: app.quit())
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(200)
+    return timer
+
+
 def run_app(argv: Sequence[str] | None = None) -> int:
     """Open the desktop app and run its event loop; returns the exit code (the `dynadraft` command's default)."""
     app = _app(argv)
@@ -454,6 +468,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         # The running window was asked to come forward: opening a second one would contend for the history.
         print(f"{APP_NAME} is already running; its window was brought to the front.", flush=True)
         return 0
+    signal_timer = quit_on_signals(app)
     window = MainWindow()
     instance.activated.connect(window.bring_to_front)
     window.show()
@@ -462,6 +477,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         print(f"{APP_NAME}: {problem}", file=sys.stderr, flush=True)
         QMessageBox.warning(window, f"{APP_NAME}: Qt binding problem", problem)
     code = int(app.exec())
+    signal_timer.stop()
     instance.close()
     dispose(window)
     del window

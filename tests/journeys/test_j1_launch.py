@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -80,6 +81,11 @@ def test_j1_dynadraft_opens_a_window_under_x(display: str, tmp_path: Path) -> No
             time.sleep(0.5)
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         assert '"DynaDraft ' in tree  # the main window, titled "DynaDraft <version>", is mapped on the display
+        # A logout or `kill` closes it as its window does: settings and history saved, exit code 0, no abort.
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0]
+        assert proc.returncode == 0, out[-3000:]
+        assert "Fatal Python error" not in out
     finally:
         stop(proc)
 
