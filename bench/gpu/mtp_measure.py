@@ -420,7 +420,7 @@ def mtp_bench(out: str, path: str, server: str) -> None:
 
 def engine_run(s: Any, msgs: Any, st: Any, n_predict: int, margins: bool = False) -> dict[str, Any]:
     """One greedy request through a Session, prompt cache off: llama.cpp's timings, the tokens (and margins)."""
-    from app.engine.types import DoneEvent, GenerationRequest
+    from app.engine.types import DoneEvent, GenerationRequest, StepEvent
     from app.runtime.sampling import SamplingParams
 
     req = GenerationRequest(
@@ -431,8 +431,10 @@ def engine_run(s: Any, msgs: Any, st: Any, n_predict: int, margins: bool = False
         cache_prompt=False,
         collect_margins=margins,
     )
-    sm = [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
+    events = list(s.generate(req))
+    sm = [e for e in events if isinstance(e, DoneEvent)][0].summary
     t = sm.timings
+    steps = [e for e in events if isinstance(e, StepEvent)]
     return {
         "tok_s": t.predicted_per_second,
         "predicted_n": t.predicted_n,
@@ -440,6 +442,26 @@ def engine_run(s: Any, msgs: Any, st: Any, n_predict: int, margins: bool = False
         "draft_n_accepted": t.draft_n_accepted,
         "tokens": list(sm.tokens),
         "margins": list(sm.margins),
+        "steps": step_profile(steps, t.predicted_ms),
+    }
+
+
+def step_profile(steps: list[Any], predicted_ms: float) -> dict[str, Any]:
+    """Where a run's time went, to tell a uniformly slow run from one with stalls: the verify (target decode) time
+    per step as quantiles, its share of the generation time, and the longest gaps between the ends of two steps."""
+    if not steps:
+        return {}
+    verify = sorted(e.verify_ms for e in steps)
+    gaps = sorted((b.t - a.t) * 1000.0 for a, b in zip(steps, steps[1:], strict=False))
+
+    def q(xs: list[float], f: float) -> float:
+        return round(xs[min(len(xs) - 1, int(f * len(xs)))], 3) if xs else 0.0
+
+    return {
+        "n": len(steps),
+        "verify_ms_p10_p50_p90_max": [q(verify, 0.1), q(verify, 0.5), q(verify, 0.9), round(verify[-1], 3)],
+        "verify_share": round(sum(verify) / predicted_ms, 4) if predicted_ms else None,
+        "gap_ms_p50_p90_max": [q(gaps, 0.5), q(gaps, 0.9), round(gaps[-1], 3) if gaps else 0.0],
     }
 
 
@@ -519,7 +541,9 @@ PLAIN_VARIANTS: dict[str, dict[str, Any]] = {
 def mtp_plain(out: str, path: str, server: str) -> None:
     """Each engine variant (all loaded at once) with each setting it can run (DD_PLAIN_SETTINGS: off, MTP n2/n4) and
     llama-server plain (one-piece prefill): DD_REPS rounds interleaved per context (the order rotates each round),
-    llama.cpp's predicted_per_second on both sides, greedy, prompt cache off."""
+    llama.cpp's predicted_per_second on both sides, greedy, prompt cache off. Each engine run also keeps its
+    step_profile, to tell a uniformly slow run from one with stalls (the engine's plain runs were bimodal on the
+    H200 while llama-server's were not)."""
     from app.calibration.runner import build_messages, corpus_text
     from app.engine.session import EngineConfig, Session
     from app.engine.types import GenerationRequest
@@ -552,7 +576,7 @@ def mtp_plain(out: str, path: str, server: str) -> None:
 
                 def engine(s: Any, st: Any, msgs: Any = msgs) -> dict[str, Any]:
                     r = engine_run(s, msgs, st, n_predict)
-                    return {k: r[k] for k in ("tok_s", "draft_n", "draft_n_accepted")}
+                    return {k: r[k] for k in ("tok_s", "draft_n", "draft_n_accepted", "steps")}
 
                 def server_run(tokens: list[int] = tokens) -> dict[str, Any]:
                     body = {"prompt": tokens, "n_predict": n_predict, "temperature": 0, "cache_prompt": False}
