@@ -304,26 +304,6 @@ def mtp_bench(out: str, path: str, server: str) -> None:
     def ours(msgs: Any, st: SpecSettings, margins: bool = False) -> dict[str, Any]:
         return engine_run(s, msgs, st, n_predict, margins)
 
-    def theirs(srv: Any, tokens: list[int], n: int, timeout: float) -> dict[str, Any]:
-        """One /completion; a request with no answer within `timeout` is recorded as such, never waited on."""
-        body = {"prompt": tokens, "n_predict": n, "temperature": 0, "cache_prompt": False, "return_tokens": True}
-        t0 = time.perf_counter()
-        try:
-            status, r = srv.request("POST", "/completion", body, timeout=timeout)
-        except TimeoutError:
-            return {"tok_s": 0.0, "error": f"no answer within {timeout:g} s", "hang": _hang_snapshot(srv)}
-        t = r["timings"]
-        return {
-            "tok_s": t["predicted_per_second"],
-            "predicted_n": t["predicted_n"],
-            "prompt_ms": t["prompt_ms"],
-            "predicted_ms": t["predicted_ms"],
-            "wall_s": round(time.perf_counter() - t0, 3),
-            "draft_n": t.get("draft_n", 0),
-            "draft_n_accepted": t.get("draft_n_accepted", 0),
-            "tokens": r["tokens"],
-        }
-
     def server_spec(flags: tuple[str, ...], base: tuple[str, ...] = base_flags) -> ServerSpec:
         return ServerSpec(binary=server, **common, extra_args=base + flags, start_timeout_s=300.0)
 
@@ -337,7 +317,7 @@ def mtp_bench(out: str, path: str, server: str) -> None:
             repro = i == 0 and os.environ.get("DD_MTP_REPRO_PROBE", "1") == "1"
             for base in ((), base_flags) if repro else (base_flags,):
                 with ExternalServer(server_spec((*flags, "-v"), base)) as srv:
-                    r = theirs(srv, prompts[0][1][:64], 16, probe_timeout)
+                    r = server_completion(srv, prompts[0][1][:64], 16, probe_timeout)
                 report["probes"].append({"setting": st.label(), "flags": base + flags, **_no_tokens(r)})
                 save()
                 outcome = r.get("error") or f"{r['tok_s']:.2f} tok/s"
@@ -394,7 +374,7 @@ def mtp_bench(out: str, path: str, server: str) -> None:
             with ExternalServer(server_spec(flags)) as srv:
                 for msgs, tokens in prompts:
                     warm = ours(msgs, st, margins=True)  # warm-up of both sides; the engine's margins for the check
-                    cpp: dict[str, Any] = theirs(srv, tokens[:64], 16, server_timeout)
+                    cpp: dict[str, Any] = server_completion(srv, tokens[:64], 16, server_timeout)
                     dd_runs: list[dict[str, Any]] = []
                     cpp_runs: list[dict[str, Any]] = []
                     for i in range(reps if "error" not in cpp else 0):
@@ -404,7 +384,7 @@ def mtp_bench(out: str, path: str, server: str) -> None:
                                 dd_runs.append(ours(msgs, st))
                                 # an idle server should use no CPU while the engine runs (16 threads each, 16 cores)
                                 dd_runs[-1]["server_cpu_s_meanwhile"] = round(_cpu_s(srv.pid) - cpu0, 3)
-                            elif "error" not in (cpp := theirs(srv, tokens, n_predict, server_timeout)):
+                            elif "error" not in (cpp := server_completion(srv, tokens, n_predict, server_timeout)):
                                 cpp_runs.append(cpp)
                         if "error" in cpp:
                             break
@@ -416,6 +396,27 @@ def mtp_bench(out: str, path: str, server: str) -> None:
             engine_alone("after the last server")
     finally:
         s.close()
+
+
+def server_completion(srv: Any, tokens: list[int], n: int, timeout: float) -> dict[str, Any]:
+    """One /completion; a request with no answer within `timeout` is recorded as such, never waited on."""
+    body = {"prompt": tokens, "n_predict": n, "temperature": 0, "cache_prompt": False, "return_tokens": True}
+    t0 = time.perf_counter()
+    try:
+        status, r = srv.request("POST", "/completion", body, timeout=timeout)
+    except TimeoutError:
+        return {"tok_s": 0.0, "error": f"no answer within {timeout:g} s", "hang": _hang_snapshot(srv)}
+    t = r["timings"]
+    return {
+        "tok_s": t["predicted_per_second"],
+        "predicted_n": t["predicted_n"],
+        "prompt_ms": t["prompt_ms"],
+        "predicted_ms": t["predicted_ms"],
+        "wall_s": round(time.perf_counter() - t0, 3),
+        "draft_n": t.get("draft_n", 0),
+        "draft_n_accepted": t.get("draft_n_accepted", 0),
+        "tokens": r["tokens"],
+    }
 
 
 def engine_run(s: Any, msgs: Any, st: Any, n_predict: int, margins: bool = False) -> dict[str, Any]:
@@ -579,9 +580,7 @@ def mtp_plain(out: str, path: str, server: str) -> None:
                     return {k: r[k] for k in ("tok_s", "draft_n", "draft_n_accepted", "steps")}
 
                 def server_run(tokens: list[int] = tokens) -> dict[str, Any]:
-                    body = {"prompt": tokens, "n_predict": n_predict, "temperature": 0, "cache_prompt": False}
-                    _, r = srv.request("POST", "/completion", body, timeout=120)
-                    return {"tok_s": round(float(r["timings"]["predicted_per_second"]), 2)}
+                    return _no_tokens(server_completion(srv, tokens, n_predict, 120.0))
 
                 sides: dict[str, Any] = {
                     f"{n} {st.label()}": (lambda s=s, st=st: engine(s, st))
