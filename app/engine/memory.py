@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.policy.source_memory import MEMORY_FILE, SourceMemoryStore, memory_identity
-
-__all__ = ["SourceMemoryStore", "WarmStart", "open_store", "remember", "warm_start"]
 from app.speculative import memory as sm
 from app.speculative.adaptive import AdaptiveLength, SourcePool
 from app.speculative.telemetry import SourceStats
 
 if TYPE_CHECKING:
     from app.engine.session import Session
+
+__all__ = ["SourceMemoryStore", "WarmStart", "open_store", "remember", "warm_start"]  # the store: Session's type
 
 log = logging.getLogger(__name__)
 

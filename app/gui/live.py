@@ -118,9 +118,9 @@ class StepRing:
             self._boundaries.popleft()
 
     def _ingest_source(self, i: int, ev: StepEvent) -> None:
-        if ev.drafted > 0 and ev.source not in self._src_cols:
-            self._src_cols[ev.source] = np.full(self.capacity, np.nan, dtype=np.float64)
         if ev.drafted > 0:
+            if ev.source not in self._src_cols:
+                self._src_cols[ev.source] = np.full(self.capacity, np.nan, dtype=np.float64)
             win = self._src_win.setdefault(
                 ev.source, (collections.deque(maxlen=ROLLING_STEPS), collections.deque(maxlen=ROLLING_STEPS))
             )
