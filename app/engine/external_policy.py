@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from app.engine.identity import cached_sha256, calibration_store, config_fingerp
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
 from app.policy.fingerprint import Fingerprint
 from app.runtime.llama_server import SPECULATIVE_FIELDS, CliDialect, ExternalServerError, resolve_binary
+from app.runtime.threads import resolve_threads
 from app.speculative.settings import SpecSettings
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def runtime_label(session: ExternalSession) -> str:
 
 def external_fingerprint(session: ExternalSession) -> Fingerprint:
     """The calibration fingerprint of a model (and draft) on one llama-server binary; -t is what it starts with."""
-    threads = session.config.n_threads or (os.cpu_count() or 1)
+    threads = resolve_threads(session.config.n_threads)
     return config_fingerprint(session.config, session.n_ctx, threads, runtime_label(session))
 
 

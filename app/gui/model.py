@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.gui.bridge import BackgroundCall
 from app.runtime.device import FLASH_ATTN_MODES
+from app.runtime.threads import default_threads
 
 if TYPE_CHECKING:  # llama.cpp loads only when a model does, so the window opens even without it
     from app.engine.profile import EngineProfile
@@ -47,7 +48,7 @@ class ModelChoice:
     demo: bool = False
     flash_attn: str = "auto"  # as llama.cpp's -fa
     server_binary: str | None = None  # an external (fork) llama-server instead of the bundled runtime
-    n_threads: int = 0  # 0: all cores
+    n_threads: int = 0  # 0: one per physical core
     n_batch: int = 512
 
     @property
@@ -285,8 +286,10 @@ class ModelDialog(QDialog):
         )
         self.threads = QSpinBox()
         self.threads.setRange(0, 256)
-        self.threads.setSpecialValueText("all cores")
-        self.threads.setToolTip("CPU threads for decoding (0 = all cores); part of the calibration fingerprint")
+        self.threads.setSpecialValueText(f"auto ({default_threads()})")
+        self.threads.setToolTip(
+            "CPU threads for decoding (auto: one per physical core, as llama.cpp); part of the calibration fingerprint"
+        )
         self.flash_attn = QComboBox()
         self.flash_attn.addItems(list(FLASH_ATTN_MODES))
         self.flash_attn.setToolTip(

@@ -15,6 +15,7 @@ import llama_cpp as L
 import numpy as np
 
 from app.runtime.device import FLASH_ATTN_MODES
+from app.runtime.threads import resolve_threads
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ class ContextParams:
 
     n_ctx: int = 4096
     n_batch: int = 512
-    n_threads: int = 0  # 0: all cores
+    n_threads: int = 0  # 0: one per physical core (app.runtime.threads), as llama.cpp's -t
     # llama.cpp's own default is "auto" (on where the backend supports it). It matters for speculation: on the H200's
     # Vulkan backend flash attention made a 2-8 token verify 5-20x cheaper at 8k+ tokens of context.
     flash_attn: str = "auto"
@@ -200,7 +201,7 @@ class Context:
         cp.n_batch = params.n_batch
         cp.n_ubatch = params.n_batch
         cp.n_seq_max = 1
-        threads = params.n_threads or (os.cpu_count() or 1)
+        threads = resolve_threads(params.n_threads)
         cp.n_threads = threads
         cp.n_threads_batch = threads
         cp.flash_attn_type = _FLASH_ATTN[params.flash_attn]

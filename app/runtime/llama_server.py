@@ -20,6 +20,7 @@ from typing import Any
 
 from app.paths import get_paths
 from app.runtime.child_process import popen_tied
+from app.runtime.threads import resolve_threads
 
 HOST = "127.0.0.1"  # never beyond loopback: the fork's server has no API key set by us
 
@@ -68,7 +69,7 @@ class ServerSpec:
     draft: str | None = None
     n_ctx: int = 4096
     n_batch: int = 512
-    n_threads: int = 0  # 0: all cores
+    n_threads: int = 0  # 0: one per physical core, as the engine's
     n_gpu_layers: int = 0  # -1: all
     draft_n_gpu_layers: int | None = None  # None: same as the target
     flash_attn: str = "auto"  # "auto" | "on" | "off"
@@ -241,7 +242,7 @@ class ExternalServer:
         """The full command line for this spec and build."""
         s, d = self.spec, self.dialect
         assert d is not None
-        threads = s.n_threads or (os.cpu_count() or 1)
+        threads = resolve_threads(s.n_threads)
         ngl = 999 if s.n_gpu_layers < 0 else s.n_gpu_layers  # 999: "all" in every build's spelling
         # One slot, so a request may use the whole context (newer builds split -c across 4 slots by default).
         cmd = [str(binary), "--host", HOST, "--port", str(port), "-m", s.model, "-c", str(s.n_ctx), "-np", "1"]
