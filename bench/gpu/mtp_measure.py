@@ -33,6 +33,7 @@ DD_MTP_BENCH_SERVER=0 runs the engine alone, settings interleaved.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -536,7 +537,35 @@ PLAIN_VARIANTS: dict[str, dict[str, Any]] = {
     "no_snapshots": {"recurrent_snapshots": 0},  # MTP settings then checkpoint every step: slow, keep them out
     "no_mtp": {"mtp": "off"},
     "bare": {"mtp": "off", "recurrent_snapshots": 0},  # as llama-server loads a model for plain decoding
+    # Thread counts (the default load otherwise): with every layer on the GPU each decode still runs a small CPU
+    # graph (the token embedding lookup), so a thread team that spins beside the Python thread may cost it.
+    "t16": {"n_threads": 16},
+    "t8": {"n_threads": 8},
+    "t4": {"n_threads": 4},
+    "t2": {"n_threads": 2},
+    "t1": {"n_threads": 1},
 }
+CPU_STAT = Path("/sys/fs/cgroup/cpu.stat")
+
+
+def _throttled_us() -> int:
+    """Microseconds this cgroup has been held back by its CPU quota so far (0 where there is no cgroup v2 quota)."""
+    try:
+        stat = dict(line.split() for line in CPU_STAT.read_text().splitlines())
+        return int(stat.get("throttled_usec", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+def timed_run(fn: Any, pids: tuple[int | None, ...]) -> dict[str, Any]:
+    """One run with the wall-clock span (to line up with a GPU clock log), the quota throttling and the CPU seconds
+    the engine process and every llama-server used meanwhile: what else was busy while a run was slow."""
+    thr, cpu, t0 = _throttled_us(), [_cpu_s(p) for p in pids], time.time()
+    r = fn()
+    r["span"] = [round(t0, 3), round(time.time(), 3)]
+    r["throttled_ms"] = round((_throttled_us() - thr) / 1000.0, 1)
+    r["cpu_s"] = [round(_cpu_s(p) - c, 3) for p, c in zip(pids, cpu, strict=True)]
+    return r
 
 
 def mtp_plain(out: str, path: str, server: str) -> None:
@@ -549,6 +578,7 @@ def mtp_plain(out: str, path: str, server: str) -> None:
     from app.engine.session import EngineConfig, Session
     from app.engine.types import GenerationRequest
     from app.runtime.llama_server import ExternalServer, ServerSpec
+    from app.runtime.threads import default_threads, resolve_threads
     from app.speculative.settings import PLAIN, SpecSettings
 
     contexts = _env_ints("DD_MTP_BENCH_CONTEXTS", "2048,8192")
@@ -559,18 +589,29 @@ def mtp_plain(out: str, path: str, server: str) -> None:
     names = os.environ.get("DD_PLAIN_VARIANTS", ",".join(PLAIN_VARIANTS)).split(",")
     named = {"off": PLAIN, "n2": SpecSettings("mtp", 2, 0, 0.0), "n4": SpecSettings("mtp", 4, 0, 0.0)}
     settings = [named[k] for k in os.environ.get("DD_PLAIN_SETTINGS", "off,n2,n4").split(",")]
-    sessions = {n: Session(EngineConfig(**common, **PLAIN_VARIANTS[n], dynamic_draft=False)) for n in names}
+    sessions = {n: Session(EngineConfig(**(common | PLAIN_VARIANTS[n]), dynamic_draft=False)) for n in names}
     report: dict[str, Any] = {"model": os.path.basename(path), "variants": {n: PLAIN_VARIANTS[n] for n in names}}
-    report["granted"] = {n: {"n_rs_seq": s.ctx.n_rs_seq, "mtp": "mtp" not in s.missing} for n, s in sessions.items()}
+    report["granted"] = {
+        n: {"n_rs_seq": s.ctx.n_rs_seq, "mtp": "mtp" not in s.missing, "n_threads": s.ctx.n_threads}
+        for n, s in sessions.items()
+    }
+    report["default_threads"] = default_threads()
     report["rows"] = []
     first = next(iter(sessions.values()))
-    spec = ServerSpec(binary=server, **common, extra_args=SERVER_BASE_FLAGS, start_timeout_s=300.0)
+    # One llama-server per thread count in DD_SERVER_THREADS (0: the default, as the engine's).
+    server_threads = _env_ints("DD_SERVER_THREADS", str(THREADS))
+    specs = {
+        t: ServerSpec(binary=server, **(common | {"n_threads": t}), extra_args=SERVER_BASE_FLAGS, start_timeout_s=300.0)
+        for t in server_threads
+    }
 
     def runnable(s: Any, st: Any) -> bool:
         return st.source == "none" or ("mtp" not in s.missing and st.n_max <= s.config.draft_n_max_cap)
 
     try:
-        with ExternalServer(spec) as srv:
+        with contextlib.ExitStack() as stack:
+            servers = {t: stack.enter_context(ExternalServer(sp)) for t, sp in specs.items()}
+            pids = (os.getpid(), *(srv.pid for srv in servers.values()))
             for c in contexts:
                 msgs, _ = build_messages(first, c, corpus_text())
                 tokens = first.format_prompt(GenerationRequest(messages=msgs, max_tokens=n_predict))
@@ -579,7 +620,7 @@ def mtp_plain(out: str, path: str, server: str) -> None:
                     r = engine_run(s, msgs, st, n_predict)
                     return {k: r[k] for k in ("tok_s", "draft_n", "draft_n_accepted", "steps")}
 
-                def server_run(tokens: list[int] = tokens) -> dict[str, Any]:
+                def server_run(srv: Any, tokens: list[int] = tokens) -> dict[str, Any]:
                     return _no_tokens(server_completion(srv, tokens, n_predict, 120.0))
 
                 sides: dict[str, Any] = {
@@ -588,14 +629,15 @@ def mtp_plain(out: str, path: str, server: str) -> None:
                     for st in settings
                     if runnable(s, st)
                 }
-                sides["llama-server off"] = server_run
+                for th, srv in servers.items():
+                    sides[f"llama-server t{resolve_threads(th)} off"] = lambda srv=srv: server_run(srv)
                 order = list(sides)
                 runs: dict[str, list[dict[str, Any]]] = {k: [] for k in order}
                 for k in order:
                     sides[k]()  # warm-up
                 for i in range(reps):
                     for k in order[i % len(order) :] + order[: i % len(order)]:
-                        runs[k].append(sides[k]())
+                        runs[k].append(timed_run(sides[k], pids))
                 median = {k: statistics.median(r["tok_s"] for r in v) for k, v in runs.items()}
                 report["rows"].append({"context": len(tokens), "runs": runs, "median": median})
                 Path(out).write_text(json.dumps(report, indent=1))

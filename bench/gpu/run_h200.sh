@@ -42,6 +42,15 @@ export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d
 export DYNADRAFT_HOME=/tmp/ddhome
 export DYNADRAFT_LLAMA_SERVER=/tmp/site/llama_cpp/lib/llama-server  # the Vulkan build's, beside its libraries
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.csv"
+# CPU facts for thread-count questions: logical CPUs, cores per socket, a cgroup quota, the engine's default -t
+{ nproc; lscpu | grep -E '^(CPU\(s\)|Thread|Core|Socket|Model name|NUMA node)'; cat /sys/fs/cgroup/cpu.max 2>/dev/null
+  python3 -c "from app.runtime.threads import default_threads; print('default_threads', default_threads())"; } \
+  | tee "$OUT/cpu.txt"
+# DD_SMI_MS: log the GPU's clocks, power state and load every that many ms (epoch seconds first, to line up with runs)
+if [ -n "${DD_SMI_MS:-}" ]; then
+  nvidia-smi --query-gpu=clocks.sm,clocks.mem,pstate,power.draw,utilization.gpu --format=csv,noheader,nounits \
+    -lms "$DD_SMI_MS" | while IFS= read -r l; do echo "$(date +%s.%N | cut -c1-14), $l"; done > "$OUT/smi.csv" &
+fi
 # ggml's own log says whether the Vulkan backend found the GPU: with only some of the loader's libraries unpacked the
 # backend still registers (devices.json lists "Vulkan") while every run silently falls back to the host CPU.
 DYNADRAFT_LLAMA_LOG=1 python3 bench/gpu/measure.py devices "$OUT/devices.json" > /dev/null 2> "$OUT/devices.log"
@@ -100,3 +109,4 @@ for step in $STEPS; do
   echo "$step done at $(elapsed)s"
 done
 echo "all done at $(elapsed)s"
+[ -z "${DD_SMI_MS:-}" ] || pkill -f "nvidia-smi --query-gpu=clocks" || true
