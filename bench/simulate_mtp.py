@@ -163,20 +163,24 @@ def plain_ms_from_bench(costs: dict[str, Any], bench: dict[str, Any]) -> None:
 
 
 def check_bench(costs: dict[str, Any], bench: dict[str, Any]) -> list[dict[str, Any]]:
-    """Predicted vs measured engine tok/s per mtpbench MTP run: full rollback, the nearest measured context, the
-    acceptance scale that reproduces the run's own accepted/drafted rate."""
+    """Predicted vs measured engine tok/s per mtpbench MTP run: the engine's rollback (snapshots where the costs
+    measured them, else the full checkpoint), the nearest measured context, the acceptance scale that reproduces the
+    run's own accepted/drafted rate. Reads both mtpbench formats: one engine run, or medians over `runs`."""
+    rollback = "snapshot" if "snapshot" in rollback_models(costs) else "full"
     out = []
     for run in bench["runs"]:
-        if run["setting"] == "off":
+        if run["setting"] == "off" or "engine" not in run:
             continue
         c = min(costs["contexts"], key=lambda k: abs(int(k) - run["context"]))
         n = int(run["setting"].split("n")[1].split(",")[0])
         e = run["engine"]
-        scale = scale_for_rate(n, e["draft_n_accepted"] / e["draft_n"]) if e["draft_n"] else 0.0
-        toks, ms = step(n, costs["contexts"][c], scale, "full")
+        runs = e.get("runs") or [e]
+        drafted, accepted = sum(r["draft_n"] for r in runs), sum(r["draft_n_accepted"] for r in runs)
+        scale = scale_for_rate(n, accepted / drafted) if drafted else 0.0
+        toks, ms = step(n, costs["contexts"][c], scale, rollback)
         pred = 1000.0 * toks / ms
         measured = run["engine"]["tok_s"]
-        out.append({"context": run["context"], "cost_context": int(c), "setting": run["setting"],
+        out.append({"context": run["context"], "cost_context": int(c), "setting": run["setting"], "rollback": rollback,
                     "predicted_tok_s": round(pred, 2), "measured_tok_s": measured,
                     "predicted_over_measured": round(pred / measured, 4)})  # fmt: skip
     return out

@@ -38,3 +38,15 @@ def test_the_snapshot_model_is_offered_only_where_every_context_measured_it() ->
     rows = sim.simulate({"contexts": {"2048": _row(True)}})["rows"]
     snap = [r for r in rows if r["rollback"] == "snapshot" and r["scenario"] == "flat"]
     assert len(snap) == 1 and snap[0]["dd_tok_s"] >= snap[0]["fixed_n2_tok_s"]  # DD picks the best depth in-sample
+
+
+def test_the_cost_check_reads_both_mtpbench_formats_with_the_engine_s_rollback() -> None:
+    costs = {"contexts": {"2048": _row(True)}}
+    old = {"context": 2048, "setting": "mtp n2,p0", "engine": {"tok_s": 80.0, "draft_n": 100, "draft_n_accepted": 0}}
+    runs = [{"tok_s": 80.0, "draft_n": 50, "draft_n_accepted": 0}] * 2
+    new = {"context": 2048, "setting": "mtp n2,p0", "engine": {"tok_s": 80.0, "runs": runs}}
+    checks = sim.check_bench(costs, {"runs": [old, new, {"setting": "off", "context": 2048, "engine": {}}]})
+    assert [c["rollback"] for c in checks] == ["snapshot", "snapshot"]
+    # Nothing accepted: one token per draft(2) + verify(3) + rollback = 2 + 13 + 0.5 ms.
+    assert all(math.isclose(c["predicted_tok_s"], round(1000.0 / 15.5, 2)) for c in checks)
+    assert sim.check_bench({"contexts": {"2048": _row(False)}}, {"runs": [old]})[0]["rollback"] == "full"
