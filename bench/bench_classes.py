@@ -457,7 +457,7 @@ def _ceiling(timed: dict[str, dict[str, tuple[int, float]]], groups: dict[str, s
     any table of those groups could do. A per-prompt oracle above it is variety within a group.
     timed: prompt -> setting -> (tokens, ms); groups: prompt -> its group."""
     best = {}
-    for g in set(groups.values()):
+    for g in sorted(set(groups.values())):
         mine = [timed[n] for n in timed if groups[n] == g]
         best[g] = min(mine[0], key=lambda k: sum(m[k][1] for m in mine) / sum(m[k][0] for m in mine))
     return best, _mix([timed[n][best[groups[n]]] for n in timed])
@@ -495,8 +495,12 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
             return max(grid, key=lambda x: len(tr["output"]) / tps(tr, x)[1])
 
         general = best_on(by_name["calib-general"])
-        per_class = {c: best_on(by_name[f"calib-{c}"]) for c in set(classes.values())}
-        per_sub = {u: best_on(by_name[f"calib-{u}"]) for u in set(subs.values()) if u and f"calib-{u}" in by_name}
+        per_class = {c: best_on(by_name[f"calib-{c}"]) for c in sorted(set(classes.values()))}
+        per_sub = {
+            u: best_on(by_name[f"calib-{u}"])
+            for u in sorted({u for u in subs.values() if u})
+            if f"calib-{u}" in by_name
+        }
         picks: dict[str, list[tuple[int, float]]] = {k: [] for k in SIM_POLICIES}
         per_group: dict[str, dict[str, list[tuple[int, float]]]] = {}
         chosen = {}
