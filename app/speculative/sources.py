@@ -31,7 +31,8 @@ class Draft:
 
     source: str
     tokens: list[int] = field(default_factory=list)
-    confidence: list[float] = field(default_factory=list)  # the draft's top-1 probability at each position
+    # The draft's top-1 probability at each position; NaN where no confidence stop asked for it (p_min 0, greedy).
+    confidence: list[float] = field(default_factory=list)
     dists: list[np.ndarray | None] = field(default_factory=list)  # q each token was drawn from; None = point mass
     draft_ms: float = 0.0
     # Why a source that was asked to draft could not (not for a draft merely cut short), for the response to say.
@@ -151,14 +152,22 @@ def _draft_sampling(sampling: SamplingParams) -> SamplingParams:
 
 
 def _pick_draft_token(
-    logits: np.ndarray, sampling: SamplingParams, draft_params: SamplingParams, rng: np.random.Generator
+    logits: np.ndarray,
+    sampling: SamplingParams,
+    draft_params: SamplingParams,
+    rng: np.random.Generator,
+    need_confidence: bool = True,
 ) -> tuple[int, float, np.ndarray | None]:
     """One draft token from a draft's logits: (token, its confidence, q it was drawn from or None for greedy).
 
     Greedy (T = 0) takes the top-1 and reports its probability; T > 0 draws from q = the processed distribution,
-    which the verifier needs for exact rejection sampling.
+    which the verifier needs for exact rejection sampling. Without a confidence stop a greedy pick is the argmax
+    alone: the softmax over a 248k vocabulary (Qwen3.5/3.6) took 0.38 ms per drafted token on the dev machine's
+    Xeon core against 0.03 ms for the argmax; four of them are ~9 % of the 17 ms MTP n4 step measured on the H200.
     """
     if sampling.greedy:
+        if not need_confidence:
+            return int(np.argmax(logits)), float("nan"), None
         tok, conf = _top1_probability(logits)
         return tok, conf, None
     q = distribution(logits, draft_params)
@@ -179,8 +188,8 @@ def draft_autoregressive(
     draft model decodes it) and go on. A draft shorter than n_min is dropped."""
     draft_params = _draft_sampling(sampling)
     while True:
-        tok, conf, q = _pick_draft_token(logits(), sampling, draft_params, rng)
-        if conf < p_min:
+        tok, conf, q = _pick_draft_token(logits(), sampling, draft_params, rng, need_confidence=p_min > 0.0)
+        if conf < p_min:  # False for NaN: no stop asked for
             break
         out.tokens.append(tok)
         out.confidence.append(conf)

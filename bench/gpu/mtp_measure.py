@@ -7,9 +7,9 @@ flash attention on, everything through the engine's own code (app.runtime.llama,
   (one (token, hidden state) pair to catch up, then n - 1 more single decodes), ms per call and per drafted token;
 - verify batches b = 1..8 tokens with logits on every row and every row read, the hidden-state rows handed to the
   MTP source as the engine does, each followed by the engine's rollback when every drafted token is rejected:
-  the target is created with n_rs_seq = the engine's draft depth cap (16), so Context.truncate drops the b - 1
-  drafted positions in place from llama.cpp's per-token recurrent snapshots (timed as rollback_ms; the history
-  grows by the one kept token per verify);
+  the target is created with n_rs_seq = the engine's snapshot window (8; DD_MTP_SNAPSHOTS), so Context.truncate
+  drops the b - 1 drafted positions in place from llama.cpp's per-token recurrent snapshots (timed as rollback_ms;
+  the history grows by the one kept token per verify);
 - for comparison, the engine's old rollback (still its path beyond the snapshot window): the full sequence
   checkpoint saved before a verify and loaded after it (b = 1 and 4, 3 runs), and the size and cost of llama.cpp's
   partial-only checkpoint (LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent state alone).
@@ -86,8 +86,8 @@ def mtp_costs(out: str, path: str) -> None:
     t_load = time.perf_counter()
     m = Model(path, ModelParams(NGL, load_mtp=True))
     load_s = time.perf_counter() - t_load
-    # The engine's snapshot window (Session: the draft depth cap), so a rejected draft rolls back as it does there.
-    n_rs_seq = min(EngineConfig.draft_n_max_cap, 512 - 1, 64)
+    # The engine's snapshot window (EngineConfig.recurrent_snapshots), so a rejected draft rolls back as it does there.
+    n_rs_seq = int(os.environ.get("DD_MTP_SNAPSHOTS", EngineConfig.recurrent_snapshots))
     # Room for the measured verifies: each keeps one token (the engine's "every draft rejected" case).
     n_ctx = max(contexts) + 2 * len(batches) * (reps + 2) + max(batches) + 64
     cp = ContextParams(n_ctx=n_ctx, n_batch=512, n_threads=THREADS, flash_attn="on", n_rs_seq=n_rs_seq)

@@ -125,6 +125,26 @@ def test_greedy_mtp_matches_plain_decoding_at_every_depth(session: Session, dept
     assert 0 < accepted < drafted and rejected_steps  # partly accepted, partly rolled back
 
 
+def test_a_confidence_stop_alone_pays_for_the_softmax(session: Session) -> None:
+    """p_min 0 drafts the argmax without a softmax (NaN confidence); any p_min > 0 computes it; same tokens."""
+    src = session.sources["mtp"]
+    assert isinstance(src, MtpSource)
+    history = session.model.vocab.tokenize(PROMPTS[0], add_special=True)
+    session.ctx.clear()  # the session's last request left its tokens
+    src.rollback(0)
+    session.ctx.prefill(history[:-1])
+    try:
+        free = src.propose(history, 4, 0, 0.0, GREEDY, np.random.default_rng(0))
+        src.rollback(len(history) - 1)
+        stopped = src.propose(history, 4, 0, 1e-12, GREEDY, np.random.default_rng(0))
+        src.rollback(len(history) - 1)
+    finally:
+        session.ctx.clear()
+    assert len(free.tokens) == 4 and free.tokens == stopped.tokens
+    assert all(np.isnan(c) for c in free.confidence)
+    assert all(0.0 < c <= 1.0 for c in stopped.confidence)
+
+
 def _next_logits(session: Session, history: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """The target's and the MTP head's logits after `history` (target KV = history[:-1], as between steps)."""
     src = session.sources["mtp"]
