@@ -403,17 +403,20 @@ def cpu_rows(runs: dict, table_json: str) -> tuple[list[dict], dict]:
     table = FrontierTable.from_json(table_json)
     policy = DynamicDraftPolicy(table, table.fingerprint)
     caps = DraftCaps(n_max=16, draft_loaded=True)  # the engine's default allocation (draft_n_max_cap)
+    subs = {name: sub for name, (_, sub) in held_out_classes().items()}
     rows = []
     for p in runs["prompts"]:
         r = p["runs"]
         safe = {k: v for k, v in r.items() if v["safe"]}
+        sub = subs.get(p["name"]) if p["class"] == "copy_edit" else None
+        aware = policy.decide(p["prompt_tokens"], None, caps, p["class"], None, sub)
         picks = {
-            "class-aware DD": policy.decide(p["prompt_tokens"], None, caps, p["class"])[0].label(),
+            "class-aware DD": aware[0].label(),
             "context-only DD": policy.decide(p["prompt_tokens"], None, caps)[0].label(),
             "oracle": max(safe, key=lambda k: safe[k]["tok_s"]),
             "plain": "off",
         }
-        basis = policy.decide(p["prompt_tokens"], None, caps, p["class"])[1].class_basis
+        basis = aware[1].class_basis
         missing = [v for v in picks.values() if v not in r]
         if missing:
             raise SystemExit(f"{p['name']}: DD picked {missing}, which the runs did not measure")
@@ -433,9 +436,37 @@ def cpu_rows(runs: dict, table_json: str) -> tuple[list[dict], dict]:
     return rows, {"table_id": table.table_id, "notes": table.notes}
 
 
+def held_out_classes() -> dict[str, tuple[str, str | None]]:
+    """What the detectors say of each held-out prompt: (class, sub-class or None)."""
+    from app.policy.edit_kind import classify_request
+
+    out = {}
+    for name, _, user in HELD_OUT:
+        rc = classify_request(user, user)
+        out[name] = (rc.content_class, rc.subclass)
+    return out
+
+
+SIM_POLICIES = ("class-aware DD", "class-only DD", "context-only DD", "oracle", "plain")
+"""The simulated comparison: class-aware DD with copy_edit's sub-classes (its sub-class's calibration trace where it
+has one, else its class's), the same without sub-classes (the v2 policy), context-only DD, the oracle, plain."""
+
+
+def _ceiling(timed: dict[str, dict[str, tuple[int, float]]], groups: dict[str, str]) -> tuple[dict[str, str], float]:
+    """Each group's best single setting on its own held-out prompts, in hindsight, and the mix it gives: the most
+    any table of those groups could do. A per-prompt oracle above it is variety within a group.
+    timed: prompt -> setting -> (tokens, ms); groups: prompt -> its group."""
+    best = {}
+    for g in sorted(set(groups.values())):
+        mine = [timed[n] for n in timed if groups[n] == g]
+        best[g] = min(mine[0], key=lambda k: sum(m[k][1] for m in mine) / sum(m[k][0] for m in mine))
+    return best, _mix([timed[n][best[groups[n]]] for n in timed])
+
+
 def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str) -> list[dict]:
     """SIMULATED per context: each policy's mix tok/s from the traces on the H200 cost curves. DD's picks are made on
-    the simulated calibration-prompt traces: per class (class-aware) or the general one (context-only)."""
+    the simulated calibration-prompt traces: per sub-class, else per class (class-aware), per class only (class-only,
+    as before sub-classes), or the general one (context-only)."""
     from simulate import CostCurve, Device, simulate
 
     from app.calibration.runner import candidates
@@ -445,9 +476,13 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
     grid = candidates(("draft", "lookup"), "quick")  # the same candidates the CPU calibration measures
     by_name = {t["name"]: t for t in traces}
     work = [t for t in traces if not t["name"].startswith("calib-")]
-    from app.policy.content_class import content_class
+    detected = held_out_classes()
+    classes = {t["name"]: detected[t["name"]][0] for t in work}
+    subs = {t["name"]: detected[t["name"]][1] for t in work}
 
-    classes = {name: content_class(user, user) for name, _, user in HELD_OUT}  # what the detector says
+    def group(name: str) -> str:  # the finest frontier a prompt can have: its sub-class if any, else its class
+        return f"{classes[name]}/{subs[name]}" if subs[name] else classes[name]
+
     out = []
     for ctx in dev.target.depths:
 
@@ -460,41 +495,48 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
             return max(grid, key=lambda x: len(tr["output"]) / tps(tr, x)[1])
 
         general = best_on(by_name["calib-general"])
-        per_class = {c: best_on(by_name[f"calib-{c}"]) for c in {classes[t["name"]] for t in work}}
-        picks: dict[str, list[tuple[int, float]]] = {k: [] for k in POLICIES}
-        per_class_mix: dict[str, dict[str, list[tuple[int, float]]]] = {}
+        per_class = {c: best_on(by_name[f"calib-{c}"]) for c in sorted(set(classes.values()))}
+        per_sub = {
+            u: best_on(by_name[f"calib-{u}"])
+            for u in sorted({u for u in subs.values() if u})
+            if f"calib-{u}" in by_name
+        }
+        picks: dict[str, list[tuple[int, float]]] = {k: [] for k in SIM_POLICIES}
+        per_group: dict[str, dict[str, list[tuple[int, float]]]] = {}
         chosen = {}
-        # The ceiling of any per-class table: each class's best single setting on its own held-out prompts, in
-        # hindsight. Class-aware DD can at most reach it; a per-prompt oracle above it is variety within a class.
         timed_all = {tr["name"]: {s.label(): tps(tr, s) for s in grid} for tr in work}
-        ceiling = {}
-        for c in per_class:
-            mine = [timed_all[t["name"]] for t in work if classes[t["name"]] == c]
-            ceiling[c] = min(mine[0], key=lambda k: sum(m[k][1] for m in mine) / sum(m[k][0] for m in mine))
-        ceiling_items = [timed_all[t["name"]][ceiling[classes[t["name"]]]] for t in work]
+
+        class_ceiling, class_ceiling_mix = _ceiling(timed_all, {n: classes[n] for n in timed_all})
+        sub_ceiling, sub_ceiling_mix = _ceiling(timed_all, {n: group(n) for n in timed_all})
         for tr in work:
-            cls = classes[tr["name"]]
-            timed = timed_all[tr["name"]]
+            name = tr["name"]
+            cls, sub = classes[name], subs[name]
+            timed = timed_all[name]
             oracle = min(timed, key=lambda k: timed[k][1] / timed[k][0])
             sel = {
-                "class-aware DD": per_class[cls].label(),
+                "class-aware DD": (per_sub[sub] if sub in per_sub else per_class[cls]).label(),
+                "class-only DD": per_class[cls].label(),
                 "context-only DD": general.label(),
                 "oracle": oracle,
                 "plain": "off",
             }
-            chosen[tr["name"]] = sel
+            chosen[name] = sel
             for k, v in sel.items():
                 picks[k].append(timed[v])
-                per_class_mix.setdefault(cls, {q: [] for q in POLICIES})[k].append(timed[v])
+                for g in dict.fromkeys((cls, group(name))):
+                    per_group.setdefault(g, {q: [] for q in SIM_POLICIES})[k].append(timed[v])
         out.append(
             {
                 "context": ctx,
                 "mix": {k: _mix(v) for k, v in picks.items()},
-                "per_class": {c: {k: _mix(v) for k, v in m.items()} for c, m in per_class_mix.items()},
+                "per_class": {c: {k: _mix(v) for k, v in m.items()} for c, m in sorted(per_group.items())},
                 "dd_class_picks": {c: s.label() for c, s in per_class.items()},
+                "dd_subclass_picks": {c: s.label() for c, s in per_sub.items()},
                 "dd_context_pick": general.label(),
-                "class_ceiling": ceiling,
-                "ceiling_mix": _mix(ceiling_items),
+                "class_ceiling": class_ceiling,
+                "ceiling_mix": class_ceiling_mix,
+                "subclass_ceiling": sub_ceiling,
+                "subclass_ceiling_mix": sub_ceiling_mix,
                 "picks": chosen,
             }
         )
@@ -508,6 +550,20 @@ def _ratios(m: dict) -> str:
         f"{c / m['context-only DD']:.3f} | {c / m['oracle']:.3f} | {c / m['plain']:.3f}"
     )
 
+
+def _sim_ratios(m: dict) -> str:
+    c = m["class-aware DD"]
+    return (
+        " | ".join(f"{m[k]:.2f}" for k in SIM_POLICIES)
+        + f" | {c / m['class-only DD']:.3f} | {c / m['context-only DD']:.3f} | {c / m['oracle']:.3f} "
+        f"| {c / m['plain']:.3f}"
+    )
+
+
+SIM_HEAD = (
+    "| context | class-aware DD tok/s | class-only DD tok/s | context-only DD tok/s | oracle tok/s | plain tok/s "
+    "| class-aware / class-only | / context-only | / oracle | / plain |\n|---|---|---|---|---|---|---|---|---|---|"
+)
 
 HEAD = (
     "| | class-aware DD tok/s | context-only DD tok/s | oracle tok/s | plain tok/s | class / context-only "
@@ -591,22 +647,26 @@ def report(
         lines += [
             "",
             f"SIMULATED (H200 cost curves {costs}, target {target}, draft {draft}; acceptance from the CPU traces "
-            "recorded here; DD picks on the simulated calibration-prompt traces):",
+            "recorded here; DD picks on the simulated calibration-prompt traces; class-aware DD decides on "
+            "copy_edit's sub-class where it has one, class-only DD on the class alone, as before sub-classes):",
             "",
-            HEAD.replace("| |", "| context |", 1),
+            SIM_HEAD,
         ]
         for r in sim:
-            lines.append(f"| {r['context']} mix | {_ratios(r['mix'])} |")
+            lines.append(f"| {r['context']} mix | {_sim_ratios(r['mix'])} |")
             for cls, m in r["per_class"].items():
-                lines.append(f"| {r['context']} {cls} | {_ratios(m)} |")
+                lines.append(f"| {r['context']} {cls} | {_sim_ratios(m)} |")
         lines.append("")
         for r in sim:
+            ctx_dd = r["mix"]["context-only DD"]
             lines.append(
-                f"- context {r['context']}: class-aware DD picks {r['dd_class_picks']}; context-only DD picks "
-                f"{r['dd_context_pick']}; per-class best in hindsight {r['class_ceiling']}: mix "
-                f"{r['ceiling_mix']:.2f} tok/s = {r['ceiling_mix'] / r['mix']['context-only DD']:.3f}x context-only "
-                f"DD (the most any per-class table could gain), class-aware DD at "
-                f"{r['mix']['class-aware DD'] / r['ceiling_mix']:.3f}x of it"
+                f"- context {r['context']}: class-aware DD picks {r['dd_class_picks']} and for the sub-classes "
+                f"{r['dd_subclass_picks']}; context-only DD picks {r['dd_context_pick']}. Best in hindsight per "
+                f"class {r['class_ceiling']}: mix {r['ceiling_mix']:.2f} tok/s = {r['ceiling_mix'] / ctx_dd:.3f}x "
+                f"context-only DD; per sub-class {r['subclass_ceiling']}: mix {r['subclass_ceiling_mix']:.2f} tok/s "
+                f"= {r['subclass_ceiling_mix'] / ctx_dd:.3f}x (the most any table of these groups could gain); "
+                f"oracle = {r['mix']['oracle'] / ctx_dd:.3f}x context-only DD; class-aware DD at "
+                f"{r['mix']['class-aware DD'] / r['subclass_ceiling_mix']:.3f}x of the sub-class ceiling"
             )
     text = "\n".join(lines) + "\n"
     print(text)

@@ -45,7 +45,7 @@ def build_policy() -> DynamicDraftPolicy:
     rows = [r if r.setting != PLAIN else FrontierRow(r.ctx_lo, r.ctx_hi, PLAIN, 40.0, 1.0, 5, True) for r in rows]
     assert len(rows) == 64
     # Class frontiers at the two shortest ranges (as a calibration measures them: the same ranges, fewer).
-    for cls in ("code", "copy_edit"):
+    for cls in ("code", "copy_edit", "near_copy"):
         for lo, hi in ranges_from_points(POINTS, upper=POINTS[-1] + 1)[:2]:
             rows += [FrontierRow(lo, hi, s, rng.uniform(10, 150), rng.uniform(0, 4), 5, True, content_class=cls)
                      for s in SETTINGS]  # fmt: skip
@@ -123,6 +123,11 @@ def main() -> None:
             rec = policy.decide(n, None, caps, cls)[1]
             print(f"{n:>7} {'decide(' + cls + ')':<34} {med / 1000:>10.3f} {p90 / 1000:>8.3f} {'':>8}  "
                   f"{rec.class_basis}")  # fmt: skip
+        for sub in ("near_copy", "additive"):  # additive has no rows here: copy_edit's decide
+            med, p90 = per_call_ns(partial(policy.decide, n, None, caps, "copy_edit", None, sub))
+            rec = policy.decide(n, None, caps, "copy_edit", None, sub)[1]
+            print(f"{n:>7} {'decide(copy_edit/' + sub + ')':<34} {med / 1000:>10.3f} {p90 / 1000:>8.3f} {'':>8}  "
+                  f"{rec.class_basis}")  # fmt: skip
     from app.policy.content_class import classify
 
     print("\ncontent-class detector (app.policy.content_class.classify), apart from the lookup:")
@@ -143,6 +148,24 @@ def main() -> None:
         med, p90 = per_call_ns(partial(classify, chat, ask))
         got = classify(chat, ask)
         print(f"{label:>7} {len(chat):>8} {got[0]:<10} {got[1]:<18} {med / 1000:>10.3f} {p90 / 1000:>8.3f}")
+    from app.policy.edit_kind import classify_request, edit_kind
+
+    print("\ncopy_edit's sub-class (app.policy.edit_kind): edit_kind alone, and classify_request (class + sub-class,")
+    print("what a request pays):")
+    print(f"{'prompt':>7} {'chars':>8} {'sub-class':<10} {'cue':<20} {'edit_kind us':>12} {'p90':>7} "
+          f"{'request us':>10} {'p90':>7}")  # fmt: skip
+    cases = [(str(n), *templated(n)) for n in (100, 4096, 32768)]
+    for label, ask in (
+        ("s-edit", "Rename `tmp` to `total` and return the whole function.\n\n" + snippet),
+        ("s-add", "Add a docstring and type hints to this function and return the whole function.\n\n" + snippet),
+    ):
+        cases.append((label, f"<|im_start|>user\n{ask}<|im_end|>\n<|im_start|>assistant\n", ask))
+    for label, text, ask in cases:
+        sub, cue = edit_kind(ask)
+        med, p90 = per_call_ns(partial(edit_kind, ask))
+        rmed, rp90 = per_call_ns(partial(classify_request, text, ask))
+        print(f"{label:>7} {len(text):>8} {sub or '-':<10} {cue or '-':<20} {med / 1000:>12.3f} {p90 / 1000:>7.3f} "
+              f"{rmed / 1000:>10.3f} {rp90 / 1000:>7.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-from app.policy.content_class import CHAT, CODE, CONTENT_CLASSES, COPY_EDIT, STRUCTURED
+from app.policy.content_class import ADDITIVE, CHAT, CODE, COPY_EDIT, NEAR_COPY, STRUCTURED, TABLE_CLASSES
 
 GENERAL_INSTRUCTION = "\n\nSummarise the document above in a few detailed paragraphs, then list its main points."
 """The context-only sweep's instruction (and chat's): fresh prose about the document."""
@@ -45,8 +45,23 @@ SECTIONS: dict[str, Section] = {
         "\n\nExtract every person, place and date mentioned above and return them as a JSON object with the keys "
         '"people", "places" and "dates" (lists of strings). Respond with JSON only.',
     ),
+    # copy_edit's sub-classes (app.policy.edit_kind): the same text, one instruction that only retouches it (the
+    # answer is the text again, near verbatim) and one that writes new text into it (docstrings, type hints).
+    NEAR_COPY: Section(
+        NEAR_COPY,
+        ("copy_edit.txt",),
+        "\n\nEdit the text above and return the whole edited text, nothing else: rename the method `run_job` to "
+        "`run_one`, correct the spelling mistakes, and keep everything else exactly as it is.",
+    ),
+    ADDITIVE: Section(
+        ADDITIVE,
+        ("copy_edit.txt",),
+        "\n\nEdit the code above and return the whole updated code, nothing else: add type hints to every "
+        "function, add a `timeout` parameter (in seconds, default None) that is passed on to every call that can "
+        "block, and fix the bugs the text lists.",
+    ),
 }
-assert tuple(SECTIONS) == CONTENT_CLASSES
+assert tuple(SECTIONS) == TABLE_CLASSES
 
 
 def read_corpus(*names: str) -> str:

@@ -25,7 +25,7 @@ from app.engine.external import ExternalSession
 from app.engine.runtime import Runtime
 from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
-from app.policy.content_class import CHAT, CONTENT_CLASSES
+from app.policy.content_class import CHAT, TABLE_CLASSES
 from app.policy.report import ComparisonRow, class_comparison_rows, comparison_rows, to_csv, to_markdown
 from app.policy.store import TableStore
 from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
@@ -126,7 +126,7 @@ def plan_for(n_ctx: int, grid: tuple[SpecSettings, ...], mode: str, budget_min: 
         gen_tokens=gen,
         repeats=2 if mode == "quick" else 3,
         budget_s=budget,
-        classes=CONTENT_CLASSES,
+        classes=TABLE_CLASSES,
         class_points=1 if mode == "quick" else 3,
     )
 
@@ -342,7 +342,7 @@ def run_calibration(
         for ((c, t), setting), vals in samples.items()
         if t in ranges
     ]
-    classes = sorted({c for c, _ in prompt_len if c is not None}, key=CONTENT_CLASSES.index)
+    classes = sorted({c for c, _ in prompt_len if c is not None}, key=TABLE_CLASSES.index)
     table = new_table(
         fingerprint,
         build_rows(measurements),
@@ -389,7 +389,7 @@ def sweep_cells(plan: Plan) -> list[Cell]:
     sweep stays inside its budget; rows a class lacks fall back to the context-only ones. Cells are in increasing
     context order, so the budget cuts the longest (most expensive) ones first.
     """
-    classes = [c for c in CONTENT_CLASSES if c in plan.classes or (plan.corpus and c == corpus_class(plan))]
+    classes = [c for c in TABLE_CLASSES if c in plan.classes or (plan.corpus and c == corpus_class(plan))]
     class_at = set(plan.contexts[0::2][: max(0, plan.class_points)]) if classes else set()
     cells: list[Cell] = []
     for target in plan.contexts:

@@ -31,8 +31,9 @@ from app.engine.types import (
     Timings,
     TokenLogprob,
 )
-from app.policy.content_class import CHAT, classify, last_user_text
+from app.policy.content_class import CHAT, RequestClass, last_user_text
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
+from app.policy.edit_kind import classify_request
 from app.runtime.device import resolve_flash_attn
 from app.runtime.grammar import Grammar, GrammarError
 from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams
@@ -157,9 +158,9 @@ def choose_settings(
     override: SpecSettings | None,
     loaded: Collection[str],
     missing: Mapping[str, str] | None = None,
-    content_class: tuple[str, str] | None = None,
+    content_class: RequestClass | None = None,
 ) -> tuple[SpecSettings, DecisionRecord]:
-    """Dynamic Draft's decision on the exact prompt-token count and the request's (class, cue) (every runtime
+    """Dynamic Draft's decision on the exact prompt-token count and the request's class (RequestClass) (every runtime
     decides the same way); `loaded`: the draft sources the runtime has, which an override must be able to run on;
     `missing`: why some others are not there (e.g. "mtp": the file has no MTP layers), said in the refusal."""
     if override is not None and missing and override.source in missing and override.source not in loaded:
@@ -170,15 +171,17 @@ def choose_settings(
         raise InvalidRequest(f"speculative.source {override.source!r} {why}")
     if content_class is None:
         return policy.decide(n_prompt, override, caps)
-    return policy.decide(n_prompt, override, caps, content_class[0], content_class[1])
+    c = content_class
+    return policy.decide(n_prompt, override, caps, c.content_class, c.cue, c.subclass, c.subclass_cue)
 
 
-def request_class(request: GenerationRequest, text: str) -> tuple[str, str]:
+def request_class(request: GenerationRequest, text: str) -> RequestClass:
     """The request's content class and the cue that decided it, from its templated prompt `text` (once per
-    request; Dynamic Draft and the speculation statistics both use it). A grammar (also what response_format and
-    tool_choice become) or tools make it structured."""
+    request; Dynamic Draft and the speculation statistics both use it), and for copy_edit its sub-class from the
+    instruction's wording. A grammar (also what response_format and tool_choice become) or tools make it
+    structured."""
     structured = request.grammar is not None or bool(request.tools)
-    return classify(text, last_user_text(request.messages, request.prompt), structured)
+    return classify_request(text, last_user_text(request.messages, request.prompt), structured)
 
 
 def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int, until_context_end: bool = False) -> int:
@@ -469,7 +472,7 @@ class Session:
 
     # -- settings -------------------------------------------------------------------------------------------------
     def _choose_settings(
-        self, n_prompt: int, override: SpecSettings | None, content_class: tuple[str, str] | None = None
+        self, n_prompt: int, override: SpecSettings | None, content_class: RequestClass | None = None
     ) -> tuple[SpecSettings, DecisionRecord]:
         return choose_settings(self.policy, self.caps, n_prompt, override, self.sources, self.missing, content_class)
 

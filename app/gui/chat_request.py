@@ -100,20 +100,26 @@ def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, A
             "setting": dd_label,
             "content_class": dd.get("content_class"),
             "class_basis": dd.get("class_basis"),
+            "content_subclass": dd.get("content_subclass"),
         },
     }
 
 
-_BASIS_WORDS = {"class_row": "its own row", "class_fallback": "context-only row"}
+_BASIS_WORDS = {"subclass_row": "its own row", "class_row": "its own row", "class_fallback": "context-only row"}
 
 
 def class_label(dd: dict[str, Any]) -> str:
-    """The content class part of a decision, e.g. "copy_edit, its own row" ("" when the record has no class)."""
+    """The content class part of a decision, e.g. "copy_edit, its own row", "copy_edit/near_copy, its own row" or
+    "copy_edit/additive, copy_edit's row" (a sub-class without rows) ("" when the record has no class)."""
     cls = dd.get("content_class")
     if not cls:
         return ""
+    sub = dd.get("content_subclass")
     basis = _BASIS_WORDS.get(dd.get("class_basis") or "")
-    return f"{cls}, {basis}" if basis else str(cls)
+    if sub and dd.get("class_basis") == "class_row":
+        basis = f"{cls}'s row"
+    name = f"{cls}/{sub}" if sub else str(cls)
+    return f"{name}, {basis}" if basis else name
 
 
 def format_stats(stats: dict[str, Any]) -> str:

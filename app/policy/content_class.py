@@ -35,12 +35,20 @@ end of the whole prompt), so a 32k-token prompt costs what a short one does; ben
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Final, Literal
 
 ContentClass = Literal["chat", "code", "copy_edit", "structured"]
 CONTENT_CLASSES: Final[tuple[str, ...]] = ("chat", "code", "copy_edit", "structured")
 """Every class, in a fixed order; other modules key per-class data by these strings."""
 CHAT, CODE, COPY_EDIT, STRUCTURED = CONTENT_CLASSES
+SUBCLASSES: Final[dict[str, str]] = {"near_copy": COPY_EDIT, "additive": COPY_EDIT}
+"""Sub-class -> its class. copy_edit splits by how much of the answer the prompt holds (app.policy.edit_kind):
+``near_copy`` hands the block back retouched (rename, typos, reorder), ``additive`` writes new text into it (add a
+parameter, docstrings, fix a bug). A sub-class has rows of its own; without them its class's rows decide."""
+NEAR_COPY, ADDITIVE = SUBCLASSES
+TABLE_CLASSES: Final[tuple[str, ...]] = (*CONTENT_CLASSES, *SUBCLASSES)
+"""Every name a frontier table's rows may carry: the classes, then the sub-classes."""
 
 WINDOW_CHARS = 500
 """Characters read at the start and at the end of the instruction text; instructions sit before or after a block."""
@@ -232,6 +240,16 @@ def _set_apart_block_chars(body: str) -> int:
     return len(body) - min(first, last)
 
 
+def asks_for_edit(ask: str, words: set[str]) -> bool:
+    """Whether lower-cased text `ask` (its whitespace-split `words` given) carries an edit instruction: rule 2's
+    wording, without its block condition."""
+    return (
+        _any_near(ask, _EDIT_VERBS, words, _EDIT_VERB, 60)
+        or (not _FULL_WORDS.isdisjoint(words) and any(_near(ask, w, _FULL, 60, 30) for w in _FULL_WORDS & words))
+        or any(p in ask for p in _EDIT_PHRASES)
+    )
+
+
 def classify(text: str, focus: str | None = None, structured_request: bool = False) -> tuple[str, Cue]:
     """(class, cue) for a prompt: `text` is the whole templated prompt; `focus` the last user turn (or the raw
     prompt), where the instruction is; `structured_request`: the request carries tools, a grammar or a
@@ -248,11 +266,7 @@ def classify(text: str, focus: str | None = None, structured_request: bool = Fal
         # a short block counts unless the instruction asks for fresh code (the block is then an example)
         fresh = _any_near(ask, _FRESH_CODE_VERBS, words, _CODE_ASK, 90)
         has_block = not fresh
-    if has_block and (
-        _any_near(ask, _EDIT_VERBS, words, _EDIT_VERB, 60)
-        or (not _FULL_WORDS.isdisjoint(words) and any(_near(ask, w, _FULL, 60, 30) for w in _FULL_WORDS & words))
-        or any(p in ask for p in _EDIT_PHRASES)
-    ):
+    if has_block and asks_for_edit(ask, words):
         return COPY_EDIT, "edit_instruction"
     if "json" in ask and _near(ask, "json", _JSON, 75, 20):
         return STRUCTURED, "json_instruction"
@@ -269,6 +283,17 @@ def classify(text: str, focus: str | None = None, structured_request: bool = Fal
     if window and (len(window) - len(window.translate(_NOT_CODE_PUNCT))) / len(window) > CODE_DENSITY:
         return CODE, "code_density"
     return CHAT, "default"
+
+
+@dataclass(frozen=True)
+class RequestClass:
+    """What Dynamic Draft decides a request's frontier on: its class and the cue that decided it (`classify`), and
+    for copy_edit its sub-class and that cue (app.policy.edit_kind; None when the wording says neither)."""
+
+    content_class: str
+    cue: str
+    subclass: str | None = None
+    subclass_cue: str | None = None
 
 
 def content_class(text: str, focus: str | None = None, structured_request: bool = False) -> str:

@@ -41,6 +41,9 @@ Content classes (``record.class_basis`` says which frontier decided):
 
 * ``class_row``: the request's class has calibrated rows for this prompt length; its own frontier decided (with
   the reasons above, against the same best static setting).
+* ``subclass_row``: the request's sub-class (copy_edit's ``near_copy`` / ``additive``, app.policy.edit_kind) has
+  calibrated rows for this prompt length; its own frontier decided. Without them the sub-class falls back to its
+  class's rows (``class_row``), then to the context-only rows (``class_fallback``), with the same rules.
 * ``class_fallback``: the class has no evidence in this range (not calibrated for that class, or not at this
   length): the context-only frontier decided, exactly as for a request without a class.
 * ``context_only``: no class was given.
@@ -54,7 +57,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from app.policy.content_class import CONTENT_CLASSES
+from app.policy.content_class import CONTENT_CLASSES, SUBCLASSES, TABLE_CLASSES
 from app.policy.fingerprint import Fingerprint
 from app.policy.frontier import DEFAULT_MIN_GAIN, RangeChoice, StaticChoice, class_choices, frontier_choices
 from app.policy.table import FrontierTable, normalize
@@ -75,8 +78,8 @@ Reason = Literal[
     "disabled",
     "out_of_range",
 ]
-ClassBasis = Literal["class_row", "class_fallback", "context_only", "not_applied"]
-CLASS_BASES: tuple[str, ...] = ("class_row", "class_fallback", "context_only", "not_applied")
+ClassBasis = Literal["subclass_row", "class_row", "class_fallback", "context_only", "not_applied"]
+CLASS_BASES: tuple[str, ...] = ("subclass_row", "class_row", "class_fallback", "context_only", "not_applied")
 REASONS: tuple[str, ...] = (
     "table_row",
     "fallback_static",
@@ -139,7 +142,8 @@ class DecisionRecord:
     choice was used (None when none was); static_fallback: the selection is the table's best static setting;
     capped: the caps changed what would otherwise have run. content_class: the request's class (None when none
     was given); class_basis: which frontier decided (module docstring); class_cue: what made the detector pick
-    the class (app.policy.content_class.Cue), when the caller passed it.
+    the class (app.policy.content_class.Cue), when the caller passed it; content_subclass / subclass_cue: the
+    request's sub-class and the word that decided it (app.policy.edit_kind), None when it has none.
     """
 
     applied: bool
@@ -155,6 +159,8 @@ class DecisionRecord:
     content_class: str | None = None
     class_basis: ClassBasis = "context_only"
     class_cue: str | None = None
+    content_subclass: str | None = None
+    subclass_cue: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -172,11 +178,13 @@ class DecisionRecord:
             "content_class": self.content_class,
             "class_basis": self.class_basis,
             "class_cue": self.class_cue,
+            "content_subclass": self.content_subclass,
+            "subclass_cue": self.subclass_cue,
         }
 
 
 def _record_from(
-    template: dict[str, Any], prompt_tokens: int, decision_us: float, cue: str | None = None
+    template: dict[str, Any], prompt_tokens: int, decision_us: float, cue: str | None = None, sub_cue: str | None = None
 ) -> DecisionRecord:
     # Hot path: a frozen dataclass __init__ pays object.__setattr__ per field (~1-2 us for ten fields in CPython).
     # Filling __dict__ from a template precomputed at load gives an identical, equal record at a third of the cost.
@@ -186,11 +194,13 @@ def _record_from(
     d["prompt_tokens"] = prompt_tokens
     d["decision_us"] = decision_us
     d["class_cue"] = cue
+    d["subclass_cue"] = sub_cue
     return rec
 
 
 Lane = tuple[tuple[SpecSettings, ...], tuple[dict[str, Any], ...]]
-"""One class's per-segment outcomes: (selected settings, record templates), index = bisect_right(bounds, n)."""
+"""One class's (or sub-class's) per-segment outcomes: (selected settings, record templates), index =
+bisect_right(bounds, n)."""
 
 
 @dataclass(frozen=True)
@@ -275,8 +285,11 @@ class DynamicDraftPolicy:
             return next((c for c in found if c.ctx_lo <= lo and hi <= c.ctx_hi), None)
 
         lanes: dict[str | None, Lane] = {}
-        for klass in (None, *CONTENT_CLASSES):
+        for klass in (None, *TABLE_CLASSES):
+            # A sub-class's chain: its own rows, then its class's rows, then the context-only rows.
+            parent = SUBCLASSES.get(klass) if klass is not None else None
             own = per_class.get(klass, []) if klass is not None else []
+            inherited = per_class.get(parent, []) if parent is not None else []
             selected: list[SpecSettings] = []
             templates: list[dict[str, Any]] = []
             for i in range(len(bounds) + 1):
@@ -288,6 +301,8 @@ class DynamicDraftPolicy:
                 basis: ClassBasis = "context_only" if klass is None else "class_fallback"
                 choice = covering(own, lo, hi)
                 if choice is not None:
+                    basis = "class_row" if parent is None else "subclass_row"
+                elif (choice := covering(inherited, lo, hi)) is not None:
                     basis = "class_row"
                 else:
                     choice = covering(choices, lo, hi)
@@ -321,8 +336,9 @@ class DynamicDraftPolicy:
                         "ctx_hi": c_hi,
                         "static_fallback": is_static,
                         "capped": capped,
-                        "content_class": klass,
+                        "content_class": parent or klass,
                         "class_basis": basis,
+                        "content_subclass": klass if parent is not None else None,
                     }
                 )
             lanes[klass] = (tuple(selected), tuple(templates))
@@ -345,10 +361,13 @@ class DynamicDraftPolicy:
         caps: DraftCaps,
         content_class: str | None = None,
         class_cue: str | None = None,
+        subclass: str | None = None,
+        subclass_cue: str | None = None,
     ) -> tuple[SpecSettings, DecisionRecord]:
         """The settings to run for a tokenized prompt of `prompt_tokens` of class `content_class` (one of
-        CONTENT_CLASSES, or None for the context-only frontier), and the record of why; `class_cue` (what made
-        the detector choose the class) is copied into the record.
+        CONTENT_CLASSES, or None for the context-only frontier) and sub-class `subclass` (one of SUBCLASSES, of
+        that class, or None), and the record of why; `class_cue` / `subclass_cue` (what made the detectors
+        choose them) are copied into the record.
 
         Pass the same DraftCaps object on every call while the engine's allocation is unchanged: the plan for the
         last caps is found by identity; a new (even equal) object costs a dict lookup, a new value a recompile.
@@ -357,21 +376,25 @@ class DynamicDraftPolicy:
         if request_override is None and self.enabled and self._base is not None:
             last = self._last
             plan = last[1] if last[0] is caps and last[1] is not None else self._plan_for(caps)
-            lane = plan.lanes.get(content_class)
-            if lane is not None:
+            lane = plan.lanes.get(content_class if subclass is None else subclass)
+            if lane is not None and (subclass is None or SUBCLASSES.get(subclass) == content_class):
                 i = bisect_right(self._bounds, prompt_tokens)
                 selected = lane[0][i]
                 t1 = _now_ns()
-                return selected, _record_from(lane[1][i], prompt_tokens, (t1 - t0) / 1000.0, class_cue)
-        return self._decide_other(t0, prompt_tokens, request_override, caps, content_class, class_cue)
+                return selected, _record_from(lane[1][i], prompt_tokens, (t1 - t0) / 1000.0, class_cue, subclass_cue)
+        return self._decide_other(
+            t0, prompt_tokens, request_override, caps, content_class, class_cue, subclass, subclass_cue
+        )
 
-    def select(self, prompt_tokens: int, caps: DraftCaps, content_class: str | None = None) -> SpecSettings:
+    def select(
+        self, prompt_tokens: int, caps: DraftCaps, content_class: str | None = None, subclass: str | None = None
+    ) -> SpecSettings:
         """The core lookup alone (no override handling, no record): DD's choice, or the clamped default."""
         if not self.enabled or self._base is None:
             return caps.clamp(self.default)
         last = self._last
         plan = last[1] if last[0] is caps and last[1] is not None else self._plan_for(caps)
-        return plan.lanes[_known(content_class)][0][bisect_right(self._bounds, prompt_tokens)]
+        return plan.lanes[_lane(content_class, subclass)][0][bisect_right(self._bounds, prompt_tokens)]
 
     def _decide_other(
         self,
@@ -381,8 +404,10 @@ class DynamicDraftPolicy:
         caps: DraftCaps,
         content_class: str | None = None,
         class_cue: str | None = None,
+        subclass: str | None = None,
+        subclass_cue: str | None = None,
     ) -> tuple[SpecSettings, DecisionRecord]:
-        content_class = _known(content_class)
+        lane_name = _lane(content_class, subclass)
         if override is not None:
             override = normalize(override)
         explicit = override if override is not None else self.default
@@ -397,13 +422,13 @@ class DynamicDraftPolicy:
         else:
             plan = self._plan_for(caps)
             i = bisect_right(self._bounds, prompt_tokens)
-            lane = plan.lanes[content_class]
+            lane = plan.lanes[lane_name]
             selected = lane[0][i]
             t1 = _now_ns()
             tmpl = dict(lane[1][i])
             if override is not None:  # force mode: the request's fields are ignored
                 tmpl["reason"] = "forced"
-            return selected, _record_from(tmpl, prompt_tokens, (t1 - t0) / 1000.0, class_cue)
+            return selected, _record_from(tmpl, prompt_tokens, (t1 - t0) / 1000.0, class_cue, subclass_cue)
         selected = caps.clamp(explicit)
         t1 = _now_ns()
         record = DecisionRecord(
@@ -417,6 +442,8 @@ class DynamicDraftPolicy:
             content_class=content_class,
             class_basis="not_applied",
             class_cue=class_cue,
+            content_subclass=subclass,
+            subclass_cue=subclass_cue,
         )
         return selected, record
 
@@ -444,8 +471,14 @@ class DynamicDraftPolicy:
         return dict(plan.class_choices) if plan is not None else {}
 
 
-def _known(content_class: str | None) -> str | None:
-    """A class name DD knows (or None); anything else is a caller's bug, said plainly."""
+def _lane(content_class: str | None, subclass: str | None = None) -> str | None:
+    """The lane of a class name DD knows (or None), or of its sub-class; anything else is a caller's bug, said
+    plainly."""
     if content_class is not None and content_class not in CONTENT_CLASSES:
         raise ValueError(f"unknown content class {content_class!r} (known: {', '.join(CONTENT_CLASSES)})")
-    return content_class
+    if subclass is None:
+        return content_class
+    if SUBCLASSES.get(subclass) != content_class or content_class is None:
+        known = ", ".join(f"{s} (of {c})" for s, c in SUBCLASSES.items())
+        raise ValueError(f"unknown sub-class {subclass!r} of {content_class!r} (known: {known})")
+    return subclass

@@ -68,8 +68,8 @@ def comparison_rows(
 def class_comparison_rows(
     table: FrontierTable, fixed: SpecSettings | None = None, min_gain: float = DEFAULT_MIN_GAIN
 ) -> list[ComparisonRow]:
-    """The comparison per (class, range) of the class frontiers, in CONTENT_CLASSES order; static tok/s is the
-    fixed setting's row measured on that class's prompts."""
+    """The comparison per (class, range) of the class frontiers, in TABLE_CLASSES order (classes, then
+    sub-classes); static tok/s is the fixed setting's row measured on that class's prompts."""
     static, _ = frontier_choices(table, min_gain)
     fixed_setting = normalize(fixed) if fixed is not None else (static.setting if static else PLAIN)
     return [_compare(table, c, fixed_setting) for cs in class_choices(table, static, min_gain).values() for c in cs]

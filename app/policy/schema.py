@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from app.policy.content_class import CONTENT_CLASSES
+from app.policy.content_class import TABLE_CLASSES
 
 # strict: no 3.0 for an int or "1" for a number; forbid: a misspelt key is an error, not a silent default. pydantic's
 # JSON parser also refuses absurd nesting with an error instead of Python's RecursionError.
@@ -43,14 +43,15 @@ class _Row(BaseModel):
     repeats: StrictInt = Field(ge=0)
     safe: StrictBool
     prompt_tokens: StrictInt | None = None
-    # Version 2: the row's content class (one of CONTENT_CLASSES); absent or null for the context-only frontier.
+    # Version 2: the row's content class (one of TABLE_CLASSES: a class or a sub-class); absent or null for the
+    # context-only frontier.
     content_class: StrictStr | None = None
 
     @field_validator("content_class")
     @classmethod
     def _known_class(cls, v: str | None) -> str | None:
-        if v is not None and v not in CONTENT_CLASSES:
-            raise ValueError(f"must be one of {', '.join(CONTENT_CLASSES)} or null")
+        if v is not None and v not in TABLE_CLASSES:
+            raise ValueError(f"must be one of {', '.join(TABLE_CLASSES)} or null")
         return v
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.policy.content_class import CONTENT_CLASSES
+from app.policy.content_class import TABLE_CLASSES
 from app.policy.fingerprint import Fingerprint
 from app.policy.stats import iqr, median
 from app.speculative.settings import PLAIN, SpecSettings
@@ -37,8 +37,8 @@ class FrontierRow:
     median_tps: median generation tok/s over the repeats; spread_tps: their IQR; repeats: how many runs;
     safe: the calibration accepted the runs (finished, no error/OOM, output checks passed); an unsafe row is
     kept for the record but never selected. prompt_tokens: the prompt length actually measured, if known.
-    content_class: the class of prompt measured (app.policy.content_class); None for the context-only rows, which
-    every class falls back to where it has no evidence of its own.
+    content_class: the class (or copy_edit's sub-class) of prompt measured (app.policy.content_class.TABLE_CLASSES);
+    None for the context-only rows, which every class falls back to where it has no evidence of its own.
     """
 
     ctx_lo: int
@@ -52,8 +52,8 @@ class FrontierRow:
     content_class: str | None = None
 
     def __post_init__(self) -> None:
-        if self.content_class is not None and self.content_class not in CONTENT_CLASSES:
-            raise ValueError(f"row content_class must be one of {CONTENT_CLASSES} or null, got {self.content_class!r}")
+        if self.content_class is not None and self.content_class not in TABLE_CLASSES:
+            raise ValueError(f"row content_class must be one of {TABLE_CLASSES} or null, got {self.content_class!r}")
         if not (isinstance(self.ctx_lo, int) and isinstance(self.ctx_hi, int) and 0 <= self.ctx_lo < self.ctx_hi):
             raise ValueError(f"row range must satisfy 0 <= ctx_lo < ctx_hi, got [{self.ctx_lo}, {self.ctx_hi})")
         for name in ("median_tps", "spread_tps"):
@@ -140,7 +140,7 @@ class FrontierTable:
     def __post_init__(self) -> None:
         if not self.rows:
             raise ValueError("a frontier table needs at least one row")
-        order = {c: i for i, c in enumerate(CONTENT_CLASSES)}
+        order = {c: i for i, c in enumerate(TABLE_CLASSES)}
         rows = tuple(
             sorted(
                 self.rows,

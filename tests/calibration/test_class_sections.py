@@ -6,7 +6,8 @@ import pytest
 
 from app.calibration.classes import SECTIONS, class_corpus
 from app.calibration.runner import INSTRUCTION, Plan, cell_corpora, plan_for, sweep_cells
-from app.policy.content_class import CONTENT_CLASSES, content_class
+from app.policy.content_class import CONTENT_CLASSES, SUBCLASSES, TABLE_CLASSES, content_class
+from app.policy.edit_kind import edit_kind
 from app.speculative.settings import PLAIN
 
 
@@ -19,12 +20,24 @@ def test_each_section_prompt_is_detected_as_its_class(cls: str, chars: int) -> N
     assert content_class(user, user) == cls
 
 
+@pytest.mark.parametrize("sub", SUBCLASSES)
+@pytest.mark.parametrize("chars", [700, 2500, 9000])
+def test_each_subclass_prompt_is_copy_edit_of_its_subclass(sub: str, chars: int) -> None:
+    text = class_corpus(sub)
+    user = (text * (chars // len(text) + 1))[:chars] + SECTIONS[sub].instruction
+    assert content_class(user, user) == SUBCLASSES[sub] and edit_kind(user)[0] == sub
+    # copy_edit's own (mixed) section asks for both kinds of change: the sub-class rule calls it additive
+    mixed = (text * (chars // len(text) + 1))[:chars] + SECTIONS["copy_edit"].instruction
+    assert edit_kind(mixed)[0] == "additive"
+
+
 def test_quick_measures_every_class_at_the_shortest_context_only() -> None:
     plan = plan_for(4096, (PLAIN,), "quick", None)
-    assert plan.contexts == (512, 1024, 2048, 3968) and plan.classes == CONTENT_CLASSES
+    assert plan.contexts == (512, 1024, 2048, 3968) and plan.classes == TABLE_CLASSES
     cells = sweep_cells(plan)
     assert cells[:5] == [(None, 512), ("chat", 512), ("code", 512), ("copy_edit", 512), ("structured", 512)]
-    assert cells[5:] == [(None, 1024), (None, 2048), (None, 3968)]  # the budget cuts from the end: long first
+    assert cells[5:7] == [("near_copy", 512), ("additive", 512)]  # copy_edit's sub-classes, after the classes
+    assert cells[7:] == [(None, 1024), (None, 2048), (None, 3968)]  # the budget cuts from the end: long first
 
 
 def test_full_measures_classes_at_every_other_context_up_to_three() -> None:

@@ -19,7 +19,15 @@ def test_calibrate_on_your_own_text(smollm2_path: Path, tmp_path: Path) -> None:
     table = json.loads(p.stdout)["table"]
     assert f"your own text ({len(TEXT.strip())} characters)" in table["notes"] and "(your text: code)" in table["notes"]
     # Every class got its own rows (the shipped sections, and this text for code), beside the context-only ones.
-    assert {r.get("content_class") for r in table["rows"]} == {None, "chat", "code", "copy_edit", "structured"}
+    assert {r.get("content_class") for r in table["rows"]} == {
+        None,
+        "chat",
+        "code",
+        "copy_edit",
+        "structured",
+        "near_copy",
+        "additive",
+    }
     wrong = dynadraft(*args, "--corpus", str(corpus), "--corpus-class", "poetry")
     assert wrong.returncode == 2 and "--corpus-class must be one of chat, code, copy_edit, structured" in wrong.stderr
     corpus.write_text("too short")

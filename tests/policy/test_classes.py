@@ -145,7 +145,7 @@ def test_override_disabled_and_forced_records_carry_the_class() -> None:
     assert selected == LOOKUP8 and rec.reason == "forced" and rec.class_basis == "class_row"
     _, rec = DynamicDraftPolicy(None, FP).decide(600, None, WIDE, content_class="structured")
     assert rec.reason == "no_table" and rec.content_class == "structured" and rec.class_basis == "not_applied"
-    assert set(CLASS_BASES) == {"class_row", "class_fallback", "context_only", "not_applied"}
+    assert set(CLASS_BASES) == {"subclass_row", "class_row", "class_fallback", "context_only", "not_applied"}
 
 
 def test_an_unknown_class_is_refused_plainly() -> None:

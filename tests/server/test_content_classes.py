@@ -21,7 +21,8 @@ from tests.server.helpers import MODEL_ID
 LOOKUP3 = SpecSettings(source="lookup", n_max=3)
 LOOKUP6 = SpecSettings(source="lookup", n_max=6)
 BLOCK = "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n\n" * 6
-EDIT = BLOCK + "\nRename the function `area` to `surface` and return the full file, nothing else."
+EDIT = BLOCK + "\nRename the function `area` to `surface` and return the full file, nothing else."  # near_copy
+ADD = BLOCK + "\nAdd a docstring to every function and return the full file, nothing else."  # additive
 CHAT = "Tell me something nice about autumn."
 # The short copy-edit a new user tried (a ~120-character block, under MIN_BLOCK_CHARS): it was classed code before.
 SHORT_EDIT = (
@@ -33,7 +34,8 @@ SHORT_EDIT += "    for item in items:\n        tmp += item.price * item.qty\n   
 @pytest.fixture
 def class_table(engine: Engine) -> Iterator[str]:
     """A hand-written table for the test engine: off is fastest context-only (and for chat), lookup n6 for copy_edit,
-    lookup n3 for code. Removed (and the engine back to no table) afterwards."""
+    lookup n3 for its near_copy sub-class (additive has no rows: copy_edit's decide), lookup n3 for code. Removed
+    (and the engine back to no table) afterwards."""
     fp = engine.call(session_fingerprint)
     whole = (0, 1 << 20)
     rows = [
@@ -43,6 +45,9 @@ def class_table(engine: Engine) -> Iterator[str]:
         FrontierRow(*whole, PLAIN, 50.0, 1.0, 3, True, content_class="copy_edit"),
         FrontierRow(*whole, LOOKUP3, 70.0, 1.0, 3, True, content_class="copy_edit"),
         FrontierRow(*whole, LOOKUP6, 90.0, 1.0, 3, True, content_class="copy_edit"),
+        FrontierRow(*whole, PLAIN, 50.0, 1.0, 3, True, content_class="near_copy"),
+        FrontierRow(*whole, LOOKUP3, 95.0, 1.0, 3, True, content_class="near_copy"),
+        FrontierRow(*whole, LOOKUP6, 80.0, 1.0, 3, True, content_class="near_copy"),
         FrontierRow(*whole, PLAIN, 50.0, 1.0, 3, True, content_class="code"),
         FrontierRow(*whole, LOOKUP3, 60.0, 1.0, 3, True, content_class="code"),
     ]
@@ -70,10 +75,15 @@ def test_http_openai_client_sees_the_class_and_its_row(base_url: str, class_tabl
 
     edit = dd(EDIT)
     assert edit["content_class"] == "copy_edit" and edit["class_cue"] == "edit_instruction"
-    assert edit["class_basis"] == "class_row" and edit["selected_label"] == LOOKUP6.label()
+    assert edit["content_subclass"] == "near_copy" and edit["subclass_cue"] == "near_copy:rename"
+    assert edit["class_basis"] == "subclass_row" and edit["selected_label"] == LOOKUP3.label()
     assert edit["table_id"] == class_table and edit["applied"]
+    add = dd(ADD)  # additive has no rows of its own: copy_edit's rows decide
+    assert add["content_subclass"] == "additive" and add["subclass_cue"] == "additive:add"
+    assert add["class_basis"] == "class_row" and add["selected_label"] == LOOKUP6.label()
     chat = dd(CHAT)
     assert chat["content_class"] == "chat" and chat["class_basis"] == "class_fallback"
+    assert chat["content_subclass"] is None and chat["subclass_cue"] is None
     assert chat["selected_label"] == "off"  # chat has no rows: the context-only frontier decided
     # A JSON response_format makes the request structured whatever its text; no structured rows either.
     structured = dd(CHAT, response_format={"type": "json_object"})
@@ -84,6 +94,7 @@ def test_http_openai_client_sees_the_class_and_its_row(base_url: str, class_tabl
     assert (
         over["reason"] == "override" and over["content_class"] == "copy_edit" and over["class_basis"] == "not_applied"
     )
+    assert over["content_subclass"] == "near_copy"
 
 
 def test_generate_json_subprocess_reports_the_class_row(smollm2_path: Path, class_table: str) -> None:
@@ -91,13 +102,17 @@ def test_generate_json_subprocess_reports_the_class_row(smollm2_path: Path, clas
     args = ("--model", str(smollm2_path), "--ctx-size", "2048", "--threads", "1", "--max-tokens", "6")
     out, _ = generate_json(*args, "--prompt", EDIT, "--temperature", "0")
     dd = out["dynamic_draft"]
-    assert dd["table_id"] == class_table and dd["content_class"] == "copy_edit" and dd["class_basis"] == "class_row"
-    assert dd["selected_label"] == LOOKUP6.label() and out["speculative"]["source"] == "lookup"
+    assert dd["table_id"] == class_table and dd["content_class"] == "copy_edit" and dd["class_basis"] == "subclass_row"
+    assert dd["content_subclass"] == "near_copy" and dd["subclass_cue"] == "near_copy:rename"
+    assert dd["selected_label"] == LOOKUP3.label() and out["speculative"] == LOOKUP3.to_dict()
+    add, _ = generate_json(*args, "--prompt", ADD, "--temperature", "0")
+    assert add["dynamic_draft"]["content_subclass"] == "additive" and add["dynamic_draft"]["class_basis"] == "class_row"
+    assert add["dynamic_draft"]["selected_label"] == LOOKUP6.label() and add["speculative"] == LOOKUP6.to_dict()
     short, _ = generate_json(*args, "--prompt", SHORT_EDIT, "--temperature", "0")
-    assert (
-        short["dynamic_draft"]["content_class"] == "copy_edit" and short["dynamic_draft"]["class_basis"] == "class_row"
-    )
-    assert short["dynamic_draft"]["class_cue"] == "edit_instruction" and short["speculative"]["source"] == "lookup"
+    sdd = short["dynamic_draft"]
+    assert sdd["content_class"] == "copy_edit" and sdd["content_subclass"] == "near_copy"
+    assert sdd["class_basis"] == "subclass_row" and sdd["class_cue"] == "edit_instruction"
+    assert short["speculative"]["source"] == "lookup"
     code, _ = generate_json(*args, "--prompt", "Write a Python function that reverses a string.", "--temperature", "0")
     assert code["dynamic_draft"]["content_class"] == "code"
     assert code["dynamic_draft"]["selected_label"] == LOOKUP3.label()
