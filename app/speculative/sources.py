@@ -137,11 +137,28 @@ def fit_to_vocab(logits: np.ndarray, n_target: int) -> np.ndarray:
     return out
 
 
+# What a greedy draft's p_min is compared with: the top-1 token's probability among the CONFIDENCE_TOP_K most likely
+# tokens, as llama.cpp's drafts judge it (common/speculative.cpp: a top-k 10 sampler, then p of the first candidate),
+# so a p_min taken from a llama-server recipe (e.g. MTP n4, p_min 0.55) stops drafts where it stops them there. A
+# softmax over the whole vocabulary would give a lower number for the same logits and stop drafts sooner.
+CONFIDENCE_TOP_K = 10
+# The top K lie within the smallest of these gaps below the top-1 that holds K logits, so only those are sorted (a
+# 248k-entry partition costs ~0.4 ms, a masked pass ~0.05). Past the last, a logit adds under K x e^-20 (5e-8) to
+# the softmax's sum (>= 1): negligible, so the top K are taken from what is within it.
+_GAPS = (2.0, 5.0, 10.0, 20.0)
+
+
 def _top1_probability(logits: np.ndarray) -> tuple[int, float]:
+    """The argmax and its probability among the CONFIDENCE_TOP_K most likely tokens (llama.cpp's draft p_min)."""
     tok = int(np.argmax(logits))
-    z = logits.astype(np.float32, copy=False)
-    denom = float(np.exp(z - z[tok]).sum())
-    return tok, 1.0 / denom
+    top = float(logits[tok])
+    for gap in _GAPS:
+        near = logits[logits >= top - gap]
+        if near.shape[0] >= CONFIDENCE_TOP_K:
+            break
+    if near.shape[0] > CONFIDENCE_TOP_K:
+        near = np.partition(near, -CONFIDENCE_TOP_K)[-CONFIDENCE_TOP_K:]
+    return tok, 1.0 / float(np.exp(near.astype(np.float64) - top).sum())
 
 
 def _draft_sampling(sampling: SamplingParams) -> SamplingParams:
