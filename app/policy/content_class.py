@@ -306,6 +306,12 @@ class RequestClass:
     subclass_cue: str | None = None
 
 
+def class_key(content_class: str, subclass: str | None = None) -> str:
+    """The name per-class data (source memory, statistics) is kept under: "copy_edit/near_copy" for a known
+    sub-class of that class, else the class alone. Only SUBCLASSES' names pass, so the set stays small and fixed."""
+    return f"{content_class}/{subclass}" if subclass and SUBCLASSES.get(subclass) == content_class else content_class
+
+
 def content_class(text: str, focus: str | None = None, structured_request: bool = False) -> str:
     """The class alone (see `classify`)."""
     return classify(text, focus, structured_request)[0]
