@@ -44,8 +44,7 @@ def test_a_simulated_request_learns_under_its_subclass_and_the_next_starts_from_
     assert ws is not None and ws.sources and {u["from"] for u in ws.sources.values()} == {"copy_edit/near_copy"}
 
 
-def test_the_lookup_first_rule_is_lookup_on_a_pure_copy_and_bounded_by_the_ceiling() -> None:
-    from app.speculative.settings import SpecSettings
+def test_the_lookup_first_rule_is_bounded_by_the_ceiling_and_is_the_draft_model_without_lookup() -> None:
 
     tr = TRACES["edit-rename"]
     n, ms = bi.lookup_first(tr, 2048, DEV)
