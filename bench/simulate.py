@@ -160,15 +160,18 @@ def replay(trace: dict, s: SpecSettings) -> list[tuple[str, int, int, int]]:
 
 
 def replay_controlled(
-    trace: dict, s: SpecSettings, context: float, dev: Device, verify_ms: dict[int, float]
+    trace: dict, s: SpecSettings, context: float, dev: Device, verify_ms: dict[int, float], pool=None
 ) -> list[tuple[str, int, int, int]]:
     """Steps under the engine's own controllers (AdaptiveLength, or SourcePool for "pool"), fed with simulated
     milliseconds, so their choices see this device's costs as they would in the engine. `verify_ms` is the
-    session-wide verify cost table the engine shares between requests (acceptance is learnt per request)."""
+    session-wide verify cost table the engine shares between requests (acceptance is learnt per request). `pool`:
+    a SourcePool the caller built (warm-started from a source memory, say) to run instead of a cold one; the
+    caller reads its end state."""
     from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
 
     n = len(trace["output"])
-    pool = SourcePool(["draft", "lookup"], s.n_min, s.n_max, verify_ms=verify_ms) if s.source == "pool" else None
+    if pool is None and s.source == "pool":
+        pool = SourcePool(["draft", "lookup"], s.n_min, s.n_max, verify_ms=verify_ms)
     length = AdaptiveLength(s.n_min, s.n_max, CostModel(verify_ms=verify_ms)) if pool is None else None
     k, sync, depth_kv, steps = 1, 1, context, []
     while k < n:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from app.policy.content_class import class_key
 from app.policy.source_memory import MEMORY_FILE, SourceMemoryStore, memory_identity
 from app.speculative import memory as sm
 from app.speculative.adaptive import AdaptiveLength, SourcePool
@@ -42,20 +44,47 @@ def open_store(session: Session, cost_label: str | None = None) -> SourceMemoryS
 
 @dataclass
 class WarmStart:
-    """What one request started from: its class, the remembered values used per source, and any note."""
+    """What one request started from: its class (and sub-class), the remembered values used per source (each with
+    the memory key it came from), and any note."""
 
     content_class: str
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
     note: str | None = None
     chosen: dict[str, int] = field(default_factory=dict)  # with the pool: steps each arm was chosen, this request
+    subclass: str | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The memory keys of this request, finest first: its sub-class's (when it has one), then its class's."""
+        fine = class_key(self.content_class, self.subclass)
+        return (fine, self.content_class) if fine != self.content_class else (self.content_class,)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"class": self.content_class, "warm": bool(self.sources), "sources": self.sources}
+        out: dict[str, Any] = {
+            "class": self.content_class,
+            "subclass": self.subclass if len(self.keys) > 1 else None,
+            "warm": bool(self.sources),
+            "sources": self.sources,
+        }
         if self.chosen:
             out["chosen"] = self.chosen
         if self.note:
             out["note"] = self.note
         return out
+
+
+def _remembered(
+    store: SourceMemoryStore, keys: tuple[str, ...], usable: Callable[[sm.ArmMemory], bool]
+) -> tuple[dict[str, sm.ArmMemory], dict[str, str]]:
+    """Per source, the memory of the finest key that has a usable one (a sub-class's own once it has learnt that
+    source, its class's until then), and which key that was."""
+    memory: dict[str, sm.ArmMemory] = {}
+    origin: dict[str, str] = {}
+    for key in reversed(keys):  # coarsest first: a finer key's usable memory replaces it
+        for name, arm in store.get(key).items():
+            if usable(arm):
+                memory[name], origin[name] = arm, key
+    return memory, origin
 
 
 def warm_start(
@@ -64,18 +93,24 @@ def warm_start(
     pool: SourcePool | None,
     adaptive: AdaptiveLength | None,
     source: str,
+    subclass: str | None = None,
 ) -> WarmStart | None:
-    """Seed the request's pool (every arm) or adaptive length (its one source) from the class's memory."""
+    """Seed the request's pool (every arm) or adaptive length (its one source) from the memory of its sub-class,
+    falling back per source to its class's (a sub-class that has not learnt a source yet starts where the class
+    is, not cold)."""
     if store is None or (pool is None and adaptive is None):
         return None
-    remembered = store.get(content_class)
-    ws = WarmStart(content_class, note=store.note)
+    ws = WarmStart(content_class, note=store.note, subclass=subclass)
     if pool is not None:
+        remembered, origin = _remembered(store, ws.keys, lambda m: m.reward is not None)
         ws.sources = sm.warm_start_pool(pool, remembered)
     elif adaptive is not None:
+        remembered, origin = _remembered(store, ws.keys, lambda m: m.requests > 0)
         used = sm.warm_start_length(adaptive, remembered.get(source))
         if used is not None:
             ws.sources = {source: used}
+    for name, used_values in ws.sources.items():
+        used_values["from"] = origin[name]
     return ws
 
 
@@ -99,6 +134,8 @@ def remember(
             assert adaptive is not None
             one = sm.length_outcome(adaptive, source, totals)
             outcomes = {source: one} if one is not None else {}
-        store.record(ws.content_class, outcomes)
+        # Under both keys: the sub-class learns its own, and the class's memory stays what every request of the
+        # class taught (the start of a sub-class not seen yet, and of a request with no sub-class).
+        store.record(ws.keys, outcomes)
     except Exception as exc:
         log.warning("could not update the source memory: %s", exc)

@@ -529,7 +529,9 @@ class Session:
         warm = None
         if run.pool is not None or run.adaptive is not None:
             store = self.source_memory()
-            warm = memory.warm_start(store, self.stats.content_class, run.pool, run.adaptive, settings.source)
+            warm = memory.warm_start(
+                store, self.stats.content_class, run.pool, run.adaptive, settings.source, record.content_subclass
+            )
 
         # Prefill only what neither the live memory nor a saved state (the conversation cache) already holds.
         t_prompt = time.perf_counter()
@@ -593,6 +595,7 @@ class Session:
                 dynamic_draft=self._decision_dict(record),
                 per_source=with_idle_reasons(self.stats.request_summary(), run.idle_reasons),
                 content_class=self.stats.content_class,
+                content_subclass=record.content_subclass,
                 source_memory=warm.to_dict() if warm is not None else None,
                 # One more than the tokens when the run ended on an end token: the row that chose to stop.
                 margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),

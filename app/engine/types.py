@@ -152,6 +152,7 @@ class GenerationSummary:
     logprobs: tuple[TokenLogprob, ...] = ()  # with GenerationRequest.logprobs: one per token in `tokens`
     cache: dict[str, int] | None = None  # the conversation cache's totals after this request (for /metrics)
     content_class: str = ""  # the class the request's statistics and source memory are kept under
+    content_subclass: str | None = None  # and its sub-class (copy_edit's near_copy / additive), when it has one
     source_memory: dict[str, Any] | None = None  # the warm start used (app/engine/memory.WarmStart.to_dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -166,6 +167,7 @@ class GenerationSummary:
             "dynamic_draft": self.dynamic_draft,
             "per_source": self.per_source,
             "content_class": self.content_class,
+            "content_subclass": self.content_subclass,
             "source_memory": self.source_memory,
         }
 

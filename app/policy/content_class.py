@@ -62,6 +62,16 @@ LONG_PROMPT_CHARS = 1500
 CODE_DENSITY = 0.04
 """Share of code punctuation above which text reads as code (prose has ~0.5-1%, Python 5-10%)."""
 _NOT_CODE_PUNCT = str.maketrans("", "", "{}();=<>[]_#")
+# Punctuation to spaces before the text is split into trigger words, so that "Quote, word for word", "Rename:",
+# "(extract ...)" and "`fix`" still show their word; the hyphen is kept ("copy-edit", "word-for-word", "off-by-one").
+_WORD_PUNCT = str.maketrans({c: " " for c in "`'\",.:;!?()[]{}<>*/\\|=+#"})
+
+
+def words_of(text: str) -> set[str]:
+    """The words of (lower-cased) `text` that the trigger sets are matched against: split on whitespace and
+    punctuation. (The code-token rule reads whitespace-split tokens instead: there the punctuation is the signal.)"""
+    return set(text.translate(_WORD_PUNCT).split())
+
 
 # Cue names: what fired, for the decision record (why this class).
 Cue = Literal[
@@ -138,7 +148,7 @@ _SCHEMA = re.compile(
     r"\b(?:matching|following|conforming to|according to|that follows|valid against)\b[^.\n]{0,30}"
     r"\bschema\b"
 )
-_QUOTE_WORDS = frozenset(["quote", "verbatim", "word-for-word", "copy", "extract", "exact"])
+_QUOTE_WORDS = frozenset(["quote", "verbatim", "word-for-word", "word", "copy", "extract", "exact"])
 _QUOTE = re.compile(
     r"(?:quote|verbatim|word-for-word|word for word|copy (?:the|out|every|all)|extract (?:the|every|all|each)"
     r"|exact (?:sentence|words|wording|line|passage))"
@@ -168,7 +178,7 @@ _CODE_ASK = re.compile(
     r"|bash|shell command|linked list|data structure|python|rust|javascript|typescript|java|c\+\+|golang|kotlin"
     r"|swift|ruby|php|haskell|scala)\b"
 )
-# Words (as whitespace splits them) that prose practically never has; two different ones make a code window.
+# Tokens (as whitespace alone splits them) that prose practically never has; two different ones make a code window.
 _CODE_TOKENS = frozenset(
     [
         "def",
@@ -241,7 +251,7 @@ def _set_apart_block_chars(body: str) -> int:
 
 
 def asks_for_edit(ask: str, words: set[str]) -> bool:
-    """Whether lower-cased text `ask` (its whitespace-split `words` given) carries an edit instruction: rule 2's
+    """Whether lower-cased text `ask` (its `words_of` given) carries an edit instruction: rule 2's
     wording, without its block condition."""
     return (
         _any_near(ask, _EDIT_VERBS, words, _EDIT_VERB, 60)
@@ -260,7 +270,7 @@ def classify(text: str, focus: str | None = None, structured_request: bool = Fal
     n = len(body)
     window = body if n <= 2 * WINDOW_CHARS else body[:WINDOW_CHARS] + "\n" + body[-WINDOW_CHARS:]
     ask = window.lower()
-    words = set(ask.split())
+    words = words_of(ask)
     has_block = n >= MIN_BLOCK_CHARS or len(text) >= LONG_PROMPT_CHARS
     if not has_block and _set_apart_block_chars(body) >= MIN_SHORT_BLOCK_CHARS:
         # a short block counts unless the instruction asks for fresh code (the block is then an example)
@@ -278,7 +288,7 @@ def classify(text: str, focus: str | None = None, structured_request: bool = Fal
         return CODE, "code_fence"
     if not _CODE_VERBS.isdisjoint(words) and _any_near(ask, _CODE_VERBS, words, _CODE_ASK, 90):
         return CODE, "code_instruction"
-    if len(_CODE_TOKENS.intersection(words)) >= 2:
+    if len(_CODE_TOKENS.intersection(ask.split())) >= 2:
         return CODE, "code_tokens"
     if window and (len(window) - len(window.translate(_NOT_CODE_PUNCT))) / len(window) > CODE_DENSITY:
         return CODE, "code_density"
@@ -294,6 +304,12 @@ class RequestClass:
     cue: str
     subclass: str | None = None
     subclass_cue: str | None = None
+
+
+def class_key(content_class: str, subclass: str | None = None) -> str:
+    """The name per-class data (source memory, statistics) is kept under: "copy_edit/near_copy" for a known
+    sub-class of that class, else the class alone. Only SUBCLASSES' names pass, so the set stays small and fixed."""
+    return f"{content_class}/{subclass}" if subclass and SUBCLASSES.get(subclass) == content_class else content_class
 
 
 def content_class(text: str, focus: str | None = None, structured_request: bool = False) -> str:

@@ -43,6 +43,7 @@ from app.policy.content_class import (
     RequestClass,
     asks_for_edit,
     classify,
+    words_of,
 )
 
 LINE_CHARS = 300
@@ -109,9 +110,6 @@ _NEAR_WORDS: Final = frozenset(
         "extract",
     ]
 )
-# Punctuation to spaces before splitting into words ("`average`", "bug:", "(main" -> plain words); the hyphen is
-# kept ("off-by-one", "re-order").
-_PUNCT = str.maketrans({c: " " for c in "`'\",.:;!?()[]{}<>*/\\|=+#"})
 _CODE_PUNCT = str.maketrans("", "", "{}();=<>[]_#")
 
 
@@ -145,11 +143,11 @@ def edit_kind(focus: str) -> tuple[str | None, str | None]:
     if len(lines) == 2:
         # Two prose edge lines (an instruction, and the block's first or last paragraph): the one that words an
         # edit as the class detector does is the instruction; only when that does not tell them apart, read both.
-        asking = [line for line in lines if asks_for_edit(line, set(line.split()))]
+        asking = [line for line in lines if asks_for_edit(line, words_of(line))]
         lines = asking if len(asking) == 1 else lines
     words: set[str] = set()
     for line in lines:
-        words.update(line.translate(_PUNCT).split())
+        words.update(words_of(line))  # "`average`", "bug:", "(main" -> plain words
     add = _ADD_WORDS.intersection(words)
     if add:
         return ADDITIVE, f"{ADDITIVE}:{min(add)}"

@@ -2,7 +2,8 @@
 
 One JSON file per calibration folder (`source_memory.json`; the folder is already per target/draft pair), holding an
 entry per engine identity (the fingerprint's target and draft hashes plus backend and device, since acceptance
-belongs to the pair and tokens/ms to the device) and, inside it, a map class -> source -> ArmMemory. Writes are
+belongs to the pair and tokens/ms to the device) and, inside it, a map key -> source -> ArmMemory, where the key is a
+class or a sub-class's "copy_edit/near_copy" (app.policy.content_class.class_key). Writes are
 atomic (store.atomic_write_text) and throttled: at most one per `min_interval_s`, at the end of a request, plus a
 final flush at close. A damaged file is moved aside with a note and the memory starts empty: never a crash.
 """
@@ -91,15 +92,17 @@ class SourceMemoryStore:
     def classes(self) -> dict[str, dict[str, ArmMemory]]:
         return {c: dict(s) for c, s in self._all.get(self.identity, {}).items()}
 
-    def record(self, content_class: str, outcomes: dict[str, ArmOutcome], now: float | None = None) -> None:
-        """Blend one finished request into the memory, and write if the last write is old enough."""
+    def record(self, keys: str | tuple[str, ...], outcomes: dict[str, ArmOutcome], now: float | None = None) -> None:
+        """Blend one finished request into the memory under each of `keys` (a class, or a sub-class's key and its
+        class's: app.policy.content_class.class_key), and write if the last write is old enough."""
         if not outcomes:
             return
-        sources = self._all.setdefault(self.identity, {}).setdefault(content_class[:MAX_CLASS_NAME], {})
-        for name, outcome in outcomes.items():
-            if outcome.idle and name not in sources:
-                continue
-            sources[name] = blend(sources.get(name), outcome)
+        for key in (keys,) if isinstance(keys, str) else keys:
+            sources = self._all.setdefault(self.identity, {}).setdefault(key[:MAX_CLASS_NAME], {})
+            for name, outcome in outcomes.items():
+                if outcome.idle and name not in sources:
+                    continue
+                sources[name] = blend(sources.get(name), outcome)
         self._dirty = True
         t = time.monotonic() if now is None else now
         if t - self._last_write >= self.min_interval_s:

@@ -7,6 +7,9 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from app.engine.types import EngineError, GenerationSummary
+from app.policy.content_class import class_key
+
+ClassKey = tuple[str, str, str]  # (source, class, sub-class or "")
 
 _CACHE_COUNTERS = {
     "hits": "Requests that reused cached prompt tokens (live memory or a restored state).",
@@ -36,10 +39,12 @@ class Metrics:
         self.drafted: Counter[str] = Counter()  # by source
         self.accepted: Counter[str] = Counter()
         self.dd_decisions: Counter[str] = Counter()  # by decision reason
-        # By (source, content class): what the source memory learns from, as counters Prometheus can rate().
-        self.class_drafted: Counter[tuple[str, str]] = Counter()
-        self.class_accepted: Counter[tuple[str, str]] = Counter()
-        self.class_seconds: defaultdict[tuple[str, str], float] = defaultdict(float)
+        # By (source, content class, sub-class or ""): what the source memory learns from, as counters Prometheus
+        # can rate(). The sub-class is a label of its own, set only on copy_edit's near_copy / additive series (a
+        # fixed set: class_key), so a class's series without one are what they were and sum(by class) still adds up.
+        self.class_drafted: Counter[ClassKey] = Counter()
+        self.class_accepted: Counter[ClassKey] = Counter()
+        self.class_seconds: defaultdict[ClassKey, float] = defaultdict(float)
         self.prompt_cache: dict[str, int] = {}  # the engine's conversation-cache totals after the latest request
 
     @property
@@ -63,7 +68,9 @@ class Metrics:
             for source, stats in summary.per_source.items():
                 self.drafted[source] += int(stats.get("drafted", 0))
                 self.accepted[source] += int(stats.get("accepted", 0))
-                key = (source, summary.content_class or "unknown")
+                cls = summary.content_class or "unknown"
+                fine = class_key(cls, summary.content_subclass)
+                key = (source, cls, fine[len(cls) + 1 :])
                 self.class_drafted[key] += int(stats.get("drafted", 0))
                 self.class_accepted[key] += int(stats.get("accepted", 0))
                 ms = float(stats.get("draft_ms", 0.0)) + float(stats.get("verify_ms", 0.0))
@@ -96,8 +103,11 @@ class Metrics:
             def by(label: str, counter: Counter[str]) -> list[tuple[str, float]]:
                 return [(f'{{{label}="{_escape(k)}"}}', v) for k, v in sorted(counter.items())]
 
-            def by_class(counter: Mapping[tuple[str, str], float]) -> list[tuple[str, float]]:
-                return [(f'{{source="{_escape(s)}",class="{_escape(c)}"}}', v) for (s, c), v in sorted(counter.items())]
+            def by_class(counter: Mapping[ClassKey, float]) -> list[tuple[str, float]]:
+                return [
+                    (f'{{source="{_escape(s)}",class="{_escape(c)}"' + (f',subclass="{u}"}}' if u else "}"), v)
+                    for (s, c, u), v in sorted(counter.items())
+                ]
 
             family(
                 "dynadraft_http_requests_total",
@@ -152,19 +162,19 @@ class Metrics:
             family(
                 "dynadraft_source_drafted_tokens_total",
                 "counter",
-                "Drafted tokens, by draft source and content class.",
+                "Drafted tokens, by draft source and content class (and copy_edit's sub-class).",
                 by_class(self.class_drafted),
             )
             family(
                 "dynadraft_source_accepted_tokens_total",
                 "counter",
-                "Accepted drafted tokens, by draft source and content class.",
+                "Accepted drafted tokens, by draft source and content class (and copy_edit's sub-class).",
                 by_class(self.class_accepted),
             )
             family(
                 "dynadraft_source_seconds_total",
                 "counter",
-                "Drafting plus verifying time of the steps each source was chosen for, by source and content class.",
+                "Drafting plus verifying time of the steps each source was chosen for, by source, class, sub-class.",
                 by_class(self.class_seconds),
             )
             family(

@@ -152,7 +152,12 @@ def per_source(summary: GenerationSummary) -> dict[str, Any] | None:
     """The request's statistics per draft source with its content class and the source memory's warm start."""
     if not summary.per_source and summary.source_memory is None:
         return None
-    return {"class": summary.content_class, "sources": summary.per_source, "memory": summary.source_memory}
+    return {
+        "class": summary.content_class,
+        "subclass": summary.content_subclass,
+        "sources": summary.per_source,
+        "memory": summary.source_memory,
+    }
 
 
 def response_extras(summary: GenerationSummary) -> dict[str, Any]:

@@ -271,7 +271,7 @@ class ChatCompletion(BaseModel):
     system_fingerprint: str | None = None
     timings: dict[str, Any] | None = None
     dynamic_draft: dict[str, Any] | None = None
-    per_source: dict[str, Any] | None = None  # {"class", "sources", "memory"}: openai_common.per_source
+    per_source: dict[str, Any] | None = None  # {"class", "subclass", "sources", "memory"}: openai_common.per_source
 
 
 class ChunkDelta(BaseModel):
@@ -298,7 +298,7 @@ class ChatCompletionChunk(BaseModel):
     usage: Usage | None = None
     timings: dict[str, Any] | None = None
     dynamic_draft: dict[str, Any] | None = None
-    per_source: dict[str, Any] | None = None  # {"class", "sources", "memory"}: openai_common.per_source
+    per_source: dict[str, Any] | None = None  # {"class", "subclass", "sources", "memory"}: openai_common.per_source
 
 
 class CompletionLogprobs(BaseModel):
@@ -329,4 +329,4 @@ class Completion(BaseModel):
     system_fingerprint: str | None = None
     timings: dict[str, Any] | None = None
     dynamic_draft: dict[str, Any] | None = None
-    per_source: dict[str, Any] | None = None  # {"class", "sources", "memory"}: openai_common.per_source
+    per_source: dict[str, Any] | None = None  # {"class", "subclass", "sources", "memory"}: openai_common.per_source

@@ -96,7 +96,19 @@ LABELLED: list[tuple[str, str, str]] = [
     ),
     ("Rename `x` to `count`:\n```python\nx = 0\nx += 1\n```", "code", "edit of a tiny snippet"),
     ("Write a recursive version of this:\n```python\ndef f(n): return n\n```", "code", "tiny snippet, fresh"),
-    (CODE_BLOCK + "\n\nExplain what the code above does.", "code", "long block, explanation of code"),
+    (
+        CODE_BLOCK + "\n\nExplain what the code above does.",
+        "code",
+        "long block, explanation of code",
+    ),  # Punctuation next to a trigger word ("Quote,", "Rename:", "(Extract") must not hide it.
+    (PROSE_BLOCK + "\n\nQuote, word for word, the sentence about the logbooks.", "copy_edit", "'Quote,' word for word"),
+    (PROSE_BLOCK + "\n\nGive me the sentence about the logbooks, word for word.", "copy_edit", "word for word alone"),
+    (PROSE_BLOCK + "\n\n(Extract the sentence about the logbooks.)", "copy_edit", "'(Extract'"),
+    (CODE_BLOCK + "\n\nRename: `Inventory` -> `Warehouse`, everywhere.", "copy_edit", "'Rename:'"),
+    (CODE_BLOCK + '\n\n"Refactor" this so no line is longer than 80 characters.', "copy_edit", "quoted verb"),
+    ("Write, in Python, a function that merges two sorted lists.", "code", "'Write,'"),
+    ("Implement: a binary search tree with insert and search, in Rust.", "code", "'Implement:'"),
+    (PROSE_BLOCK + "\n\nIn a word, what is the text above about?", "chat", "'word' without a quote ask"),
 ]
 
 

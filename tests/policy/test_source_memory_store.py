@@ -50,3 +50,25 @@ def test_an_unwritable_place_costs_the_memory_not_the_request(tmp_path: Path) ->
     store = SourceMemoryStore(blocker / MEMORY_FILE, "A")
     store.record("code", _outcome(0.02))  # the write fails: logged, not raised
     assert store.writes == 0 and store.get("code")["lookup"].requests == 1
+
+
+def test_a_subclass_falls_back_per_source_to_its_class(tmp_path: Path) -> None:
+    from app.engine.memory import warm_start
+    from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+
+    store = SourceMemoryStore(tmp_path / MEMORY_FILE, "A")
+    store.record("copy_edit", {"draft": ArmOutcome(0.02, 10, [0.6], 0.01, 40, 20, 90.0)} | _outcome(0.03))
+    # near_copy has learnt lookup alone, and only through adaptive length (no bandit reward yet)
+    store.record(("copy_edit/near_copy", "copy_edit"), {"lookup": ArmOutcome(None, 0, [0.95], None, 30, 28, 50.0)})
+    pool = SourcePool(["draft", "lookup"], 1, 6)
+    ws = warm_start(store, "copy_edit", pool, None, "pool", "near_copy")
+    assert ws is not None and ws.keys == ("copy_edit/near_copy", "copy_edit")
+    # The pool needs a reward: both arms from the class, lookup's acceptance as the class has blended it
+    assert {n: u["from"] for n, u in ws.sources.items()} == {"draft": "copy_edit", "lookup": "copy_edit"}
+    alone = warm_start(store, "copy_edit", None, AdaptiveLength(1, 6, CostModel()), "lookup", "near_copy")
+    assert alone is not None and alone.sources["lookup"] == {
+        "acceptance": [0.95], "requests": 1, "reward": None, "from": "copy_edit/near_copy"
+    }  # fmt: skip
+    # An unknown sub-class (or one of another class) is the class alone: the key set stays fixed
+    odd = warm_start(store, "chat", SourcePool(["lookup"], 1, 6), None, "pool", "near_copy")
+    assert odd is not None and odd.keys == ("chat",) and odd.to_dict()["subclass"] is None

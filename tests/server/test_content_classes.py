@@ -105,6 +105,7 @@ def test_generate_json_subprocess_reports_the_class_row(smollm2_path: Path, clas
     assert dd["table_id"] == class_table and dd["content_class"] == "copy_edit" and dd["class_basis"] == "subclass_row"
     assert dd["content_subclass"] == "near_copy" and dd["subclass_cue"] == "near_copy:rename"
     assert dd["selected_label"] == LOOKUP3.label() and out["speculative"] == LOOKUP3.to_dict()
+    assert out["content_class"] == "copy_edit" and out["content_subclass"] == "near_copy"  # statistics' keys too
     add, _ = generate_json(*args, "--prompt", ADD, "--temperature", "0")
     assert add["dynamic_draft"]["content_subclass"] == "additive" and add["dynamic_draft"]["class_basis"] == "class_row"
     assert add["dynamic_draft"]["selected_label"] == LOOKUP6.label() and add["speculative"] == LOOKUP6.to_dict()
@@ -114,6 +115,6 @@ def test_generate_json_subprocess_reports_the_class_row(smollm2_path: Path, clas
     assert sdd["class_basis"] == "subclass_row" and sdd["class_cue"] == "edit_instruction"
     assert short["speculative"]["source"] == "lookup"
     code, _ = generate_json(*args, "--prompt", "Write a Python function that reverses a string.", "--temperature", "0")
-    assert code["dynamic_draft"]["content_class"] == "code"
+    assert code["dynamic_draft"]["content_class"] == "code" and code["content_subclass"] is None
     assert code["dynamic_draft"]["selected_label"] == LOOKUP3.label()
     assert json.dumps(code["dynamic_draft"])  # plain JSON all the way

@@ -24,6 +24,16 @@ from tests.server.helpers import dynadraft_serve
 CODE = "\n".join(f"def handler_{i}(request):\n    return respond(request, code={i})\n" for i in range(5))
 COPY = [{"role": "user", "content": f"Repeat this code exactly:\n\n```python\n{CODE}```"}]
 POOL = {"speculative": {"source": "pool", "n_max": 6}}
+# copy_edit's two sub-classes (app.policy.edit_kind) on the same block: a near copy and an additive edit.
+RENAME = [
+    {
+        "role": "user",
+        "content": f"Rename `handler_0` to `first_handler` and return the full code:\n\n```python\n{CODE}```",
+    }
+]
+DOCS = [
+    {"role": "user", "content": f"Add a docstring to every function and return the full code:\n\n```python\n{CODE}```"}
+]
 
 
 @contextmanager
@@ -34,9 +44,9 @@ def _serve(model: Path) -> Iterator[tuple[openai.OpenAI, str]]:
         yield client, base
 
 
-def _chat(client: openai.OpenAI, extra: dict[str, Any] = POOL) -> dict[str, Any]:
+def _chat(client: openai.OpenAI, extra: dict[str, Any] = POOL, messages: list[dict[str, str]] = COPY) -> dict[str, Any]:
     resp = client.chat.completions.create(
-        model=client.model, messages=COPY, max_tokens=48, temperature=0, extra_body=extra
+        model=client.model, messages=messages, max_tokens=48, temperature=0, extra_body=extra
     )  # type: ignore[arg-type]
     out = resp.model_dump()
     assert out["choices"][0]["message"]["content"]
@@ -104,3 +114,46 @@ def test_warm_start_survives_a_restart_and_a_damaged_file(smollm2_path: Path, _i
         assert damaged["memory"]["warm"] is False and "damaged" in damaged["memory"]["note"]
     assert len(list(path.parent.glob(f"{MEMORY_FILE}.damaged-*"))) == 1
     assert _remembered(home, "code")["draft"]["requests"] == 1  # a fresh memory, started from that request
+
+
+def _metric(metrics: str, family: str, labels: str) -> float | None:
+    found = re.search(rf"^dynadraft_source_{family}_total{{{labels}}} ([0-9.e+]+)$", metrics, re.M)
+    return float(found.group(1)) if found else None
+
+
+def test_a_subclass_learns_its_own_memory_and_starts_from_its_class(smollm2_path: Path, _isolated_home: Path) -> None:
+    home = _isolated_home
+    with _serve(smollm2_path) as (client, base):
+        cold = _chat(client, messages=RENAME)
+        assert cold["class"] == "copy_edit" and cold["subclass"] == "near_copy"
+        assert cold["memory"]["subclass"] == "near_copy" and cold["memory"]["warm"] is False
+        # Learnt under the sub-class's key and under its class's.
+        near, whole = _remembered(home, "copy_edit/near_copy"), _remembered(home, "copy_edit")
+        assert near == whole and near["none"]["requests"] == 1
+
+        # additive has no memory yet: it starts from copy_edit's, and says so per source.
+        add = _chat(client, messages=DOCS)
+        assert add["subclass"] == "additive" and add["memory"]["warm"] is True
+        assert {s["from"] for s in add["memory"]["sources"].values()} == {"copy_edit"}
+        assert add["memory"]["sources"]["none"]["reward"] == whole["none"]["reward"]
+        additive = _remembered(home, "copy_edit/additive")
+        assert additive["none"]["requests"] == 1 and _remembered(home, "copy_edit")["none"]["requests"] == 2
+
+        # near_copy again: its own memory, not the class's (which the additive request has moved since).
+        again = _chat(client, messages=RENAME)
+        used = again["memory"]["sources"]
+        assert {s["from"] for s in used.values()} == {"copy_edit/near_copy"}
+        assert used["none"]["reward"] == near["none"]["reward"] != _remembered(home, "copy_edit")["none"]["reward"]
+
+        # A request without a sub-class keeps the class-only key and shape.
+        code = _chat(client)
+        assert code["class"] == "code" and code["subclass"] is None and code["memory"]["subclass"] is None
+
+        metrics = httpx.get(base.removesuffix("/v1") + "/metrics").text
+    # Prometheus: the sub-class is a label of its own on copy_edit's series; other classes' series are unchanged.
+    for family in ("drafted_tokens", "accepted_tokens", "seconds"):
+        for sub in ("near_copy", "additive"):
+            assert _metric(metrics, family, f'source="none",class="copy_edit",subclass="{sub}"') is not None
+        assert _metric(metrics, family, 'source="none",class="code"') is not None
+    assert 'class="copy_edit"}' not in metrics  # every copy_edit request here had a sub-class
+    assert not re.search(r'subclass="(?!near_copy"|additive")', metrics)

@@ -1,0 +1,57 @@
+"""bench/bench_inrequest.py on the recorded class traces: the per-step ceiling bounds every policy, and the simulated
+pool requests go through the engine's warm start and memory (sub-class key first)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import bench_inrequest as bi
+from bench.simulate import CostCurve, Device, simulate
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+TRACES = {t["name"]: t for t in json.loads((RESULTS / "2026-12-01-classes-v3-traces.json").read_text())["traces"]}
+_COSTS = json.loads((RESULTS / "2026-11-29-h200-vulkan-fa-costs.json").read_text())["models"]
+DEV = Device(CostCurve(_COSTS["q32b+fa"]["ms"]), CostCurve(_COSTS["q05b+fa"]["ms"]))
+
+
+@pytest.mark.parametrize("name", ["edit-rename", "edit-param"])
+def test_the_per_step_ceiling_is_at_least_every_static_setting_and_the_pool(name: str, tmp_path: Path) -> None:
+    from app.calibration.runner import candidates
+    from app.policy.source_memory import SourceMemoryStore
+
+    tr = TRACES[name]
+    n, best_ms = bi.ceiling(tr, 2048, DEV)
+    assert n == len(tr["output"])
+    for s in candidates(("draft", "lookup"), "quick"):
+        assert n / best_ms * 1000.0 >= simulate([tr], s, 2048, DEV)["tok_s"] - 1e-9, s.label()
+    store = SourceMemoryStore(tmp_path / "m.json", "sim")
+    tokens, ms = bi.serve(store, tr, ("copy_edit", "near_copy"), 2048, DEV, {})
+    assert tokens == n and ms >= best_ms
+
+
+def test_a_simulated_request_learns_under_its_subclass_and_the_next_starts_from_it(tmp_path: Path) -> None:
+    from app.engine import memory
+    from app.policy.source_memory import SourceMemoryStore
+    from app.speculative.adaptive import SourcePool
+
+    store = SourceMemoryStore(tmp_path / "m.json", "sim")
+    bi.serve(store, TRACES["calib-near_copy"], ("copy_edit", "near_copy"), 2048, DEV, {})
+    assert store.get("copy_edit/near_copy") == store.get("copy_edit") != {}
+    ws = memory.warm_start(store, "copy_edit", SourcePool(["draft", "lookup"], 0, 8), None, "pool", "near_copy")
+    assert ws is not None and ws.sources and {u["from"] for u in ws.sources.values()} == {"copy_edit/near_copy"}
+
+
+def test_the_lookup_first_rule_is_bounded_by_the_ceiling_and_is_the_draft_model_without_lookup() -> None:
+
+    tr = TRACES["edit-rename"]
+    n, ms = bi.lookup_first(tr, 2048, DEV)
+    assert n == len(tr["output"]) and ms >= bi.ceiling(tr, 2048, DEV)[1]
+    # A trace on which lookup never proposes is the draft model's n4,p0 step for step.
+    dry = dict(tr, lookup=[[0, 0] for _ in tr["lookup"]])
+    assert (
+        abs(n / bi.lookup_first(dry, 2048, DEV)[1] * 1000.0 - simulate([dry], bi.LOOKUP_FIRST[1], 2048, DEV)["tok_s"])
+        < 1e-6
+    )
