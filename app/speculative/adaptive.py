@@ -104,10 +104,15 @@ class AcceptanceModel:
         return total
 
 
-def best_length(acc: AcceptanceModel, cost: CostModel, n_min: int, n_max: int) -> int:
-    """The draft length in {0} ∪ [n_min, n_max] with the most expected tokens per ms."""
-    best_k, best_rate = 0, 1.0 / max(cost.verify(0), 1e-9)
-    for k in range(max(n_min, 1), n_max + 1):
+def best_length(acc: AcceptanceModel, cost: CostModel, n_min: int, n_max: int, allow_zero: bool = True) -> int:
+    """The draft length in {0} ∪ [n_min, n_max] (without 0 when not `allow_zero`) with the most expected tokens per
+    ms."""
+    lo = max(n_min, 1)
+    if not allow_zero and lo <= n_max:
+        best_k, best_rate = lo, acc.expected_tokens(lo) / max(cost.verify(lo) + cost.draft(lo), 1e-9)
+    else:
+        best_k, best_rate = 0, 1.0 / max(cost.verify(0), 1e-9)
+    for k in range(lo, n_max + 1):
         rate = acc.expected_tokens(k) / max(cost.verify(k) + cost.draft(k), 1e-9)
         if rate > best_rate * 1.0001:
             best_k, best_rate = k, rate
@@ -115,18 +120,20 @@ def best_length(acc: AcceptanceModel, cost: CostModel, n_min: int, n_max: int) -
 
 
 class AdaptiveLength:
-    """Per-step draft length for one source: follows measured acceptance and cost within [n_min, n_max]."""
+    """Per-step draft length for one source: follows measured acceptance and cost within [n_min, n_max], or 0 (a
+    plain step) when no length pays; `allow_zero=False` always drafts (the pool: its "none" arm is the plain step)."""
 
-    def __init__(self, n_min: int, n_max: int, cost: CostModel | None = None) -> None:
+    def __init__(self, n_min: int, n_max: int, cost: CostModel | None = None, allow_zero: bool = True) -> None:
         if not 0 <= n_min <= n_max:
             raise ValueError("need 0 <= n_min <= n_max")
         self.n_min, self.n_max = n_min, n_max
+        self.allow_zero = allow_zero
         self.acceptance = AcceptanceModel()
         self.cost = cost or CostModel()
         self._since_probe = 0
 
     def next_length(self) -> int:
-        k = best_length(self.acceptance, self.cost, self.n_min, self.n_max)
+        k = best_length(self.acceptance, self.cost, self.n_min, self.n_max, self.allow_zero)
         # At k = 0 nothing is observed, so the estimates would freeze; probe a short draft now and then.
         self._since_probe = self._since_probe + 1 if k == 0 else 0
         if k == 0 and self.n_max > 0 and self._since_probe >= 16:
@@ -172,7 +179,12 @@ class SourcePool:
             if name in self.arms:
                 continue
             cm = CostModel(verify_ms=shared_verify.verify_ms if verify_ms is None else verify_ms)
-            self.arms[name] = _Arm(AdaptiveLength(0, 0, cm) if name == "none" else AdaptiveLength(n_min, n_max, cm))
+            # A drafting arm always drafts when chosen: whether to draft at all is the bandit's choice (the "none"
+            # arm). Letting its length controller answer 0 stalled it: a source picked for its past reward then ran
+            # plain steps under its own name, its acceptance estimate froze (only a probe every 16 steps) and its
+            # reward drifted to plain's, which the source memory handed on to later requests.
+            length = AdaptiveLength(0, 0, cm) if name == "none" else AdaptiveLength(n_min, n_max, cm, allow_zero=False)
+            self.arms[name] = _Arm(length)
         self.exploration = exploration
         self.total = 0
 

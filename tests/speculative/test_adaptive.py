@@ -85,3 +85,34 @@ def test_pool_converges_to_the_better_source_and_still_explores() -> None:
 def test_pool_picks_plain_decoding_when_no_source_pays() -> None:
     shares = _pool_run({"draft": (0.05, 3.0), "lookup": (0.02, 0.5)}, 400, seed=2)
     assert shares["none"] > 0.5 * 400
+
+
+def test_a_drafting_arm_the_pool_picks_always_drafts_so_its_estimates_keep_learning() -> None:
+    """The stall: after early rejections a drafting arm's length controller answered 0, so the pool spent steps
+    under the draft's name that drafted nothing, its acceptance estimate froze, and it never recovered. Here the
+    draft starts badly (every token rejected for 12 of its steps) and then accepts 90 %: the pool must notice."""
+    rng = random.Random(4)
+    pool = SourcePool(["draft"], 0, 8)
+    draft_steps = drafted_zero = 0
+    for _ in range(600):
+        name, k = pool.choose()
+        if name == "none":
+            pool.observe("none", 0, 0, 1, 0.0, 2.8)
+            continue
+        draft_steps += 1
+        drafted_zero += k == 0
+        p = 0.0 if draft_steps <= 12 else 0.9
+        acc = 0
+        while acc < k and rng.random() < p:
+            acc += 1
+        pool.observe(name, k, acc, acc + 1, 0.3 * k, GPU_VERIFY.get(k + 1, 5.2))
+    assert drafted_zero == 0
+    assert pool.shares()["draft"] > 0.6 * 600  # it recovered and won once the draft turned good
+    assert pool.arms["draft"].length.acceptance.rate(0) > 0.7
+
+
+def test_adaptive_length_alone_still_answers_0_when_no_length_pays() -> None:
+    length = AdaptiveLength(0, 8, CostModel(verify_ms={1: 2.8, 2: 5.6, 5: 14.0, 9: 25.0}))
+    for _ in range(20):
+        length.observe(4, 0, 1.0, 14.0)
+    assert length.next_length() == 0
