@@ -66,6 +66,10 @@ class Plan:
     classes: tuple[str, ...] = ()  # content classes with a section of their own (their own prompts and rows)
     class_points: int = 1  # how many contexts each class is measured at (every other one, from the shortest)
     corpus_class: str | None = None  # the class the user's corpus fills (None: chat)
+    # One untimed run of every candidate before the sweep (None: when a GPU backend runs the model). ggml's GPU
+    # backends build their kernels on first use: on the H200 (Vulkan) the first cell's first runs read 18-50 tok/s
+    # for settings that ran 70-245 later, so they were also pruned from the repeats on those figures.
+    warm_up: bool | None = None
 
 
 @dataclass
@@ -250,6 +254,14 @@ def run_calibration(
     def check_cancel() -> None:
         if cancel is not None and cancel.is_set():
             raise CalibrationCancelled()
+
+    if cells and (plan.warm_up if plan.warm_up is not None else fingerprint.backend != "cpu"):
+        klass, target = cells[0]
+        messages, _ = build_messages(session, target, *corpora[klass])
+        for setting in usable:
+            tick(f"warming up the GPU kernels: {setting.label()}")
+            check_cancel()
+            _run_once(session, messages, setting, plan.gen_tokens, cancel)
 
     for ci, cell in enumerate(cells):
         klass, target = cell

@@ -43,6 +43,7 @@ def test_tiny_calibration_writes_a_table_the_engine_then_applies(session: Sessio
     seen = []
     result = run_calibration(session, _plan(), progress=seen.append)
     assert seen and seen[-1].done <= seen[-1].total
+    assert not any("warming up" in p.message for p in seen)  # the CPU builds no kernels on first use
     table = result.table
     assert len(table.ranges) == 2
     for rng in table.ranges:
@@ -62,6 +63,19 @@ def test_tiny_calibration_writes_a_table_the_engine_then_applies(session: Sessio
     assert record["reason"] in ("table_row", "fallback_static", "out_of_range", "capped")
     assert record["prompt_tokens"] == done.prompt_tokens
     assert record["decision_us"] >= 0
+
+
+def test_a_warm_up_runs_every_candidate_once_before_the_first_timed_run(session: Session) -> None:
+    """On a GPU backend (forced here) each candidate runs once untimed first: ggml builds kernels on first use."""
+    seen = []
+    plan = _plan(contexts=(96,), candidates=GRID[:2], gen_tokens=6, repeats=1, warm_up=True)
+    result = run_calibration(session, plan, progress=seen.append, dry_run=True)
+    messages = [p.message for p in seen]
+    warm = [i for i, m in enumerate(messages) if m.startswith("warming up the GPU kernels")]
+    timed = [i for i, m in enumerate(messages) if m.startswith("context ")]
+    assert [messages[i].rsplit(": ", 1)[1] for i in warm] == [s.label() for s in GRID[:2]]
+    assert warm and timed and max(warm) < min(timed)
+    assert {r.setting.label() for r in result.table.rows} == {s.label() for s in GRID[:2]}
 
 
 def test_a_cancelled_calibration_leaves_the_previous_table_untouched(session: Session) -> None:
