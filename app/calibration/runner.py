@@ -258,6 +258,8 @@ def run_calibration(
     if cells and (plan.warm_up if plan.warm_up is not None else fingerprint.backend != "cpu"):
         klass, target = cells[0]
         messages, _ = build_messages(session, target, *corpora[klass])
+        tick("warming up the GPU kernels: every verify batch size")
+        session.warm_up(max(s.n_max for s in usable) + 1)
         for setting in usable:
             tick(f"warming up the GPU kernels: {setting.label()}")
             check_cancel()

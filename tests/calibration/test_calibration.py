@@ -73,7 +73,8 @@ def test_a_warm_up_runs_every_candidate_once_before_the_first_timed_run(session:
     messages = [p.message for p in seen]
     warm = [i for i, m in enumerate(messages) if m.startswith("warming up the GPU kernels")]
     timed = [i for i, m in enumerate(messages) if m.startswith("context ")]
-    assert [messages[i].rsplit(": ", 1)[1] for i in warm] == [s.label() for s in GRID[:2]]
+    labels = [s.label() for s in GRID[:2]]
+    assert [messages[i].rsplit(": ", 1)[1] for i in warm] == ["every verify batch size", *labels]
     assert warm and timed and max(warm) < min(timed)
     assert {r.setting.label() for r in result.table.rows} == {s.label() for s in GRID[:2]}
 

@@ -145,6 +145,22 @@ def test_a_confidence_stop_alone_pays_for_the_softmax(session: Session) -> None:
     assert all(0.0 < c <= 1.0 for c in stopped.confidence)
 
 
+def test_a_kernel_warm_up_between_requests_changes_nothing(session: Session) -> None:
+    """Session.warm_up (calibration on a GPU: every verify batch size once) decodes on the target and forgets it:
+    the next request prefills afresh, and the hybrid memory and the MTP head are as if it never ran."""
+    spec = SpecSettings(source="mtp", n_max=3)
+    before = _run(session, PROMPTS[1], spec)
+    session.warm_up(9)
+    assert session.ctx.tokens == []
+    after = _run(session, PROMPTS[1], spec)
+    assert after.tokens == before.tokens
+    assert (after.timings.draft_n, after.timings.draft_n_accepted) == (
+        before.timings.draft_n,
+        before.timings.draft_n_accepted,
+    )
+    assert after.timings.draft_n > 0
+
+
 def _next_logits(session: Session, history: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """The target's and the MTP head's logits after `history` (target KV = history[:-1], as between steps)."""
     src = session.sources["mtp"]
