@@ -99,6 +99,8 @@ _EDIT_VERBS = frozenset(
         "copy-edit",
         "copyedit",
         "rewrite",
+        "repeat",
+        "reproduce",
         "translate",
         "revise",
         "paraphrase",
@@ -125,6 +127,8 @@ _EDIT_VERB = re.compile(
     r"|above|below|following|the (?:above|following|code|text|file|function|paragraph|document|script|email|letter"
     r"|class|module|snippet|passage))\b"
     r"|add (?:type hints|type annotations|docstrings?|comments|logging|error handling) to\b"
+    # "Repeat it with type hints added": the block comes back, changed
+    r"|(?:repeat|reproduce|rewrite) (?:it|this|that|the (?:code|function|text|file|class|snippet|script)) with\b"
     r"|apply (?:the|these|this|my) (?:change|patch|diff|edit)"
     r"|(?:replace|change|swap) (?:every|all|each)\b"
 )

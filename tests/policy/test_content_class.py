@@ -109,6 +109,16 @@ LABELLED: list[tuple[str, str, str]] = [
     ("Write, in Python, a function that merges two sorted lists.", "code", "'Write,'"),
     ("Implement: a binary search tree with insert and search, in Rust.", "code", "'Implement:'"),
     (PROSE_BLOCK + "\n\nIn a word, what is the text above about?", "chat", "'word' without a quote ask"),
+    # The app's own screenshot prompt (packaging/screenshots.py) was taken for fresh code.
+    (
+        "Here is a Python function. Repeat it with type hints added and a docstring, nothing else.\n\n"
+        "```python\ndef moving_average(values, window):\n    out = []\n"
+        "    for i in range(len(values) - window + 1):\n        out.append(sum(values[i:i + window]) / window)\n"
+        "    return out\n```",
+        "copy_edit",
+        "'repeat it with ... added'",
+    ),
+    ("Repeat the word hello three times.", "chat", "'repeat' without a block"),
 ]
 
 
