@@ -62,6 +62,13 @@ LONG_PROMPT_CHARS = 1500
 CODE_DENSITY = 0.04
 """Share of code punctuation above which text reads as code (prose has ~0.5-1%, Python 5-10%)."""
 _NOT_CODE_PUNCT = str.maketrans("", "", "{}();=<>[]_#")
+
+
+def code_density(text: str) -> float:
+    """Share of `text`'s characters that are code punctuation (compared with CODE_DENSITY); 0 for empty text."""
+    return (len(text) - len(text.translate(_NOT_CODE_PUNCT))) / len(text) if text else 0.0
+
+
 # Punctuation to spaces before the text is split into trigger words, so that "Quote, word for word", "Rename:",
 # "(extract ...)" and "`fix`" still show their word; the hyphen is kept ("copy-edit", "word-for-word", "off-by-one").
 _WORD_PUNCT = str.maketrans({c: " " for c in "`'\",.:;!?()[]{}<>*/\\|=+#"})
@@ -294,7 +301,7 @@ def classify(text: str, focus: str | None = None, structured_request: bool = Fal
         return CODE, "code_instruction"
     if len(_CODE_TOKENS.intersection(ask.split())) >= 2:
         return CODE, "code_tokens"
-    if window and (len(window) - len(window.translate(_NOT_CODE_PUNCT))) / len(window) > CODE_DENSITY:
+    if code_density(window) > CODE_DENSITY:
         return CODE, "code_density"
     return CHAT, "default"
 

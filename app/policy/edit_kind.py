@@ -43,6 +43,7 @@ from app.policy.content_class import (
     RequestClass,
     asks_for_edit,
     classify,
+    code_density,
     words_of,
 )
 
@@ -110,13 +111,12 @@ _NEAR_WORDS: Final = frozenset(
         "extract",
     ]
 )
-_CODE_PUNCT = str.maketrans("", "", "{}();=<>[]_#")
 
 
 def _reads_as_code(line: str) -> bool:
     if line[:1] in (" ", "\t"):
         return True
-    return (len(line) - len(line.translate(_CODE_PUNCT))) / len(line) > CODE_DENSITY * 2
+    return code_density(line) > CODE_DENSITY * 2
 
 
 def _edge_lines(body: str) -> list[str]:
