@@ -108,13 +108,11 @@ def best_length(acc: AcceptanceModel, cost: CostModel, n_min: int, n_max: int, a
     """The draft length in {0} ∪ [n_min, n_max] (without 0 when not `allow_zero`) with the most expected tokens per
     ms."""
     lo = max(n_min, 1)
-    if not allow_zero and lo <= n_max:
-        best_k, best_rate = lo, acc.expected_tokens(lo) / max(cost.verify(lo) + cost.draft(lo), 1e-9)
-    else:
-        best_k, best_rate = 0, 1.0 / max(cost.verify(0), 1e-9)
-    for k in range(lo, n_max + 1):
+    lengths = [*([0] if allow_zero or lo > n_max else []), *range(lo, n_max + 1)]
+    best_k, best_rate = 0, 0.0
+    for k in lengths:  # k = 0 is a plain step: 1 token for one decode, no draft
         rate = acc.expected_tokens(k) / max(cost.verify(k) + cost.draft(k), 1e-9)
-        if rate > best_rate * 1.0001:
+        if k == lengths[0] or rate > best_rate * 1.0001:
             best_k, best_rate = k, rate
     return best_k
 
