@@ -6,6 +6,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -451,11 +452,19 @@ def quit_on_signals(app: QApplication) -> QTimer:
     """SIGTERM (a logout, `kill`) and SIGINT (Ctrl+C in the terminal) close the app the way its window does: the
     window's close saves settings and history and stops the engine, and the exit code is 0. Python runs signal
     handlers only between bytecodes, which Qt's event loop never gives it, so a timer hands it control 5 times a
-    second; the returned timer must stay referenced."""
+    second; the returned timer must stay referenced. quit() does nothing while no event loop runs, and a signal can
+    come before `exec()` starts (a `kill` as soon as the window is mapped, while start-up finishes): so the request
+    is remembered and the timer, which only fires inside an event loop, asks again until the loop has ended."""
+    asked = threading.Event()
+
+    def on_signal(*_: Any) -> None:
+        asked.set()
+        app.quit()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: app.quit())
+        signal.signal(sig, on_signal)
     timer = QTimer(app)
-    timer.timeout.connect(lambda: None)
+    timer.timeout.connect(lambda: app.quit() if asked.is_set() else None)
     timer.start(200)
     return timer
 

@@ -61,14 +61,18 @@ def test_the_launch_check_names_missing_packages() -> None:
 
 def test_j1_dynadraft_opens_a_window_under_x(display: str, tmp_path: Path) -> None:
     assert gui_launch_problem({"DISPLAY": display}) is None, "the X11 libraries are missing: run scripts/setup.sh"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app"],
-        cwd=ROOT,
-        env=_x_env(display, tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    log_path = tmp_path / "dynadraft.log"
+    # Output goes to a file, not a pipe: the exit is read from the process itself, never from a pipe's end (which
+    # any child that inherited it could hold open). PYTHONFAULTHANDLER: a hung app is made to print its threads.
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app"],
+            cwd=ROOT,
+            env={**_x_env(display, tmp_path), "PYTHONFAULTHANDLER": "1"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     try:
         deadline = time.monotonic() + 90
         tree = ""
@@ -79,11 +83,18 @@ def test_j1_dynadraft_opens_a_window_under_x(display: str, tmp_path: Path) -> No
             if '"DynaDraft ' in tree:
                 break
             time.sleep(0.5)
-        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        assert proc.poll() is None, log_path.read_text()[-3000:]
         assert '"DynaDraft ' in tree  # the main window, titled "DynaDraft <version>", is mapped on the display
-        # A logout or `kill` closes it as its window does: settings and history saved, exit code 0, no abort.
+        # A logout or `kill` closes it as its window does: settings and history saved, exit code 0, no abort. It
+        # comes as soon as the window is mapped, maybe before the event loop runs: that must not be lost either.
         proc.send_signal(signal.SIGTERM)
-        out = proc.communicate(timeout=60)[0]
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # the fault handler prints every thread's stack
+            proc.wait(30)
+            pytest.fail("no exit within 60 s of SIGTERM; its threads:\n" + log_path.read_text()[-6000:])
+        out = log_path.read_text()
         assert proc.returncode == 0, out[-3000:]
         assert "Fatal Python error" not in out
     finally:
