@@ -175,9 +175,10 @@ def replay_controlled(
     length = AdaptiveLength(s.n_min, s.n_max, CostModel(verify_ms=verify_ms)) if pool is None else None
     k, sync, depth_kv, steps = 1, 1, context, []
     while k < n:
+        plen, lmatch = trace["lookup"][k]
         if pool is not None:
-            available = {"draft"} | ({"lookup"} if trace["lookup"][k][0] else set())
-            name, want = pool.choose(available)
+            available = {"draft"} | ({"lookup"} if plen else set())
+            name, want = pool.choose(available, {"lookup": plen} if plen else None)
         else:
             name, want = s.source, length.next_length()  # type: ignore[union-attr]
         depth = min(want, n - k - 1) if name != "none" else 0
@@ -187,6 +188,8 @@ def replay_controlled(
         total = step_ms(step, depth_kv, dev)
         if pool is not None:
             pool.observe(name, drafted, accepted, accepted + 1, total - verify, verify)
+            if plen and name != "lookup":  # the engine scores the peeked proposal against the committed tokens
+                pool.observe_shadow("lookup", plen, lmatch, accepted + 1)
         else:
             length.observe(drafted, accepted, total - verify, verify)  # type: ignore[union-attr]
         steps.append(step)

@@ -51,6 +51,7 @@ class WarmStart:
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
     note: str | None = None
     chosen: dict[str, int] = field(default_factory=dict)  # with the pool: steps each arm was chosen, this request
+    scored: dict[str, int] = field(default_factory=dict)  # with the pool: steps each peeked arm was shadow-scored
     subclass: str | None = None
 
     @property
@@ -68,6 +69,8 @@ class WarmStart:
         }
         if self.chosen:
             out["chosen"] = self.chosen
+        if self.scored:
+            out["scored"] = self.scored
         if self.note:
             out["note"] = self.note
         return out
@@ -129,7 +132,8 @@ def remember(
     try:
         if pool is not None:
             outcomes = sm.pool_outcomes(pool, ws.sources, totals)
-            ws.chosen = {name: o.pulls for name, o in outcomes.items() if not o.idle}
+            ws.chosen = {name: o.pulls for name, o in outcomes.items() if not o.idle and o.pulls}
+            ws.scored = {name: arm.shadowed for name, arm in pool.arms.items() if arm.shadowed}
         else:
             assert adaptive is not None
             one = sm.length_outcome(adaptive, source, totals)

@@ -232,6 +232,7 @@ class _Run:
     adaptive: AdaptiveLength | None = None
     pool: SourcePool | None = None
     arm: str = "none"  # the pool's choice for the current step
+    peeks: dict[str, list[int]] = field(default_factory=dict)  # this step's cheap proposals, scored after it
     grammar: Grammar | None = None  # the output's grammar, advanced by every committed token
     logprobs: list[TokenLogprob] = field(default_factory=list)
     logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
@@ -660,8 +661,9 @@ class Session:
                         continue
                     peeks[name] = peek
                 available.add(name)
-            name, k = run.pool.choose(available)
+            name, k = run.pool.choose(available, {n: len(p.tokens) for n, p in peeks.items()})
             run.arm = name
+            run.peeks = {n: list(p.tokens) for n, p in peeks.items() if n != name}
             if name == registry.NONE:
                 return None, 0, None
             return self.sources.get(name), k, peeks.get(name)
@@ -686,8 +688,9 @@ class Session:
         if draft.src is not None:
             draft.src.rollback(n_kv + 1 + a)
         n_before = len(run.generated)
-        self._observe(run, draft, a, verify_ms)
-        yield from self._emit(run, [*draft.tokens[:a], verdict.next_token], n_drafted=a, lps=run.step_logprobs)
+        committed = [*draft.tokens[:a], verdict.next_token]
+        self._observe(run, draft, a, verify_ms, committed)
+        yield from self._emit(run, committed, n_drafted=a, lps=run.step_logprobs)
         yield StepEvent(
             index=run.steps,
             source=draft.source_name,
@@ -790,8 +793,9 @@ class Session:
             except LlamaError as e2:
                 raise EngineError(f"decode failed: {e2}") from e2
 
-    def _observe(self, run: _Run, draft: _StepDraft, a: int, verify_ms: float) -> None:
-        """Count the step and feed what it cost and accepted to telemetry and to the pool / adaptive depth."""
+    def _observe(self, run: _Run, draft: _StepDraft, a: int, verify_ms: float, committed: list[int]) -> None:
+        """Count the step and feed what it cost and accepted to telemetry and to the pool / adaptive depth; score
+        the pool's peeked proposals that did not run against what the target committed."""
         n = len(draft.tokens)
         run.steps += 1
         run.draft_n += n
@@ -799,6 +803,11 @@ class Session:
         self.stats.observe_step(draft.source_name, n, a, draft.draft_ms, verify_ms)
         if run.pool is not None:
             run.pool.observe(run.arm, n, a, a + 1, draft.draft_ms, verify_ms)
+            for name, tokens in run.peeks.items():
+                n_same = min(len(tokens), len(committed))
+                matched = next((i for i in range(n_same) if tokens[i] != committed[i]), n_same)
+                run.pool.observe_shadow(name, len(tokens), matched, len(committed))
+            run.peeks = {}
         elif run.adaptive is not None:
             run.adaptive.observe(n, a, draft.draft_ms, verify_ms)
 

@@ -9,14 +9,18 @@ from boilerplate to free prose. The costs are measured too, per verify batch siz
 on a GPU (where verifying 8 tokens costs little more than 1) and refuses it on a small CPU (where it costs ~8x).
 Inside a draft, the draft model's own p_min confidence stop still applies; the controller sets the ceiling.
 
-The source pool treats each source (draft model, prompt lookup, none) as an arm of a bandit whose reward is that
-tokens-per-ms estimate, and picks with an upper confidence bound (UCB1-style) so a source that looked bad early is
-still retried now and then.
+The source pool chooses, per step, the source (draft model, prompt lookup, MTP, or none) and length with the most
+expected tokens per ms under each source's own acceptance model and the measured costs: a model-based choice, not a
+bandit over past rewards, because the per-step evidence is richer than a reward. A source with a cheap peek (prompt
+lookup) offers its proposal before the choice, which caps its length, and is scored in the shadow after every step
+it did not run (its proposal is compared with the tokens the target committed), so its estimate follows the text
+even while another source runs: it takes over as soon as the reply starts copying, and hands back when copying
+stops. A source that cannot be shadow-scored (the draft model would have to decode to be scored) is probed now and
+then when it is not chosen, so a bad start is not believed forever.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -104,17 +108,25 @@ class AcceptanceModel:
         return total
 
 
+def best_rate(
+    acc: AcceptanceModel, cost: CostModel, n_min: int, n_max: int, allow_zero: bool = True
+) -> tuple[int, float]:
+    """(length, expected tokens per ms) of the best draft length in {0} ∪ [n_min, n_max] (without 0 when not
+    `allow_zero`)."""
+    lo = max(n_min, 1)
+    lengths = [*([0] if allow_zero or lo > n_max else []), *range(lo, n_max + 1)]
+    best_k, best = 0, 0.0
+    for k in lengths:  # k = 0 is a plain step: 1 token for one decode, no draft
+        rate = acc.expected_tokens(k) / max(cost.verify(k) + cost.draft(k), 1e-9)
+        if k == lengths[0] or rate > best * 1.0001:
+            best_k, best = k, rate
+    return best_k, best
+
+
 def best_length(acc: AcceptanceModel, cost: CostModel, n_min: int, n_max: int, allow_zero: bool = True) -> int:
     """The draft length in {0} ∪ [n_min, n_max] (without 0 when not `allow_zero`) with the most expected tokens per
     ms."""
-    lo = max(n_min, 1)
-    lengths = [*([0] if allow_zero or lo > n_max else []), *range(lo, n_max + 1)]
-    best_k, best_rate = 0, 0.0
-    for k in lengths:  # k = 0 is a plain step: 1 token for one decode, no draft
-        rate = acc.expected_tokens(k) / max(cost.verify(k) + cost.draft(k), 1e-9)
-        if k == lengths[0] or rate > best_rate * 1.0001:
-            best_k, best_rate = k, rate
-    return best_k
+    return best_rate(acc, cost, n_min, n_max, allow_zero)[0]
 
 
 class AdaptiveLength:
@@ -144,17 +156,22 @@ class AdaptiveLength:
         self.cost.observe(drafted, draft_ms, verify_ms)
 
 
+PROBE_EVERY = 16  # a source that is neither chosen nor shadow-scored is tried once after this many steps
+
+
 @dataclass
 class _Arm:
     length: AdaptiveLength
     pulls: int = 0
-    reward: float = 0.0  # EMA of tokens emitted per ms on steps this arm was chosen
+    reward: float = 0.0  # EMA of tokens emitted per ms on steps this arm was chosen (reported and remembered)
+    shadowed: int = 0  # steps it was scored in the shadow (its proposal against the committed tokens)
+    idle_steps: int = 0  # steps since it was last chosen or scored
 
 
 class SourcePool:
-    """Chooses a draft source per step (and its length) to maximise tokens per ms, with UCB exploration.
+    """Chooses a draft source per step (and its length) to maximise expected tokens per ms (see the module text).
 
-    "none" is always an arm: when neither drafting source pays, plain decoding wins the bandit.
+    "none" is always an arm: when no drafting source pays, plain decoding wins.
     """
 
     def __init__(
@@ -162,7 +179,6 @@ class SourcePool:
         sources: list[str],
         n_min: int,
         n_max: int,
-        exploration: float = 0.3,
         verify_ms: dict[int, float] | None = None,
         step_cost: Callable[[str, int], float] | None = None,
     ) -> None:
@@ -183,30 +199,42 @@ class SourcePool:
             # reward drifted to plain's, which the source memory handed on to later requests.
             length = AdaptiveLength(0, 0, cm) if name == "none" else AdaptiveLength(n_min, n_max, cm, allow_zero=False)
             self.arms[name] = _Arm(length)
-        self.exploration = exploration
         self.total = 0
 
-    def choose(self, available: set[str] | None = None) -> tuple[str, int]:
+    def choose(self, available: set[str] | None = None, offers: dict[str, int] | None = None) -> tuple[str, int]:
         """(source, draft length) for the next step, among the `available` sources (default all).
 
-        Availability is the context the bandit conditions on: prompt lookup only competes on steps where it
-        found a match, so its statistics describe "lookup with a match" and a preamble with no match cannot
-        teach the pool that lookup is useless before the copying starts.
+        offers: the proposal length of each source that peeked (prompt lookup); it caps that source's length.
+        Availability is the context the choice conditions on: prompt lookup only competes on steps where it found
+        a match, so a preamble with no match cannot teach the pool that lookup is useless before the copying starts.
         """
         self.total += 1
+        offers = offers or {}
         arms = {n: a for n, a in self.arms.items() if available is None or n in available or n == "none"}
+        for arm in self.arms.values():
+            arm.idle_steps += 1
         for name, arm in arms.items():
-            if arm.pulls < WARMUP_PULLS:  # a few tries each before trusting the estimates (one draft is noise)
-                return name, arm.length.next_length() if name != "none" else 0
-        scale = max(a.reward for a in arms.values()) or 1.0
-        best, best_score = "none", -math.inf
+            if arm.pulls < WARMUP_PULLS and not arm.shadowed:  # a few tries each before trusting the estimates
+                return name, self._length(name, offers) if name != "none" else 0
+        for name, arm in arms.items():  # never chosen nor scored for a while: its estimate may be stale
+            if name != "none" and name not in offers and arm.idle_steps > PROBE_EVERY:
+                return name, max(self.arms[name].length.n_min, 1)
+        best, best_k = "none", 0
+        best_score = 1.0 / max(self.arms["none"].length.cost.verify(0), 1e-9)
         for name, arm in arms.items():
-            bonus = self.exploration * scale * math.sqrt(2.0 * math.log(self.total) / arm.pulls)
-            score = arm.reward + bonus
+            if name == "none":
+                continue
+            lo, hi = arm.length.n_min, min(arm.length.n_max, offers.get(name, arm.length.n_max))
+            if hi < max(lo, 1):
+                continue
+            k, score = best_rate(arm.length.acceptance, arm.length.cost, lo, hi, allow_zero=False)
             if score > best_score:
-                best, best_score = name, score
-        k = self.arms[best].length.next_length() if best != "none" else 0
-        return best, k
+                best, best_k, best_score = name, k, score
+        return best, best_k
+
+    def _length(self, name: str, offers: dict[str, int]) -> int:
+        length = self.arms[name].length.next_length()
+        return min(length, offers[name]) if name in offers else length
 
     def observe(
         self, source: str, drafted: int, accepted: int, emitted: int, draft_ms: float, verify_ms: float
@@ -219,6 +247,19 @@ class SourcePool:
         rate = emitted / max(draft_ms + verify_ms, 1e-6)
         arm.reward = rate if arm.pulls == 0 else arm.reward + EMA_ALPHA * (rate - arm.reward)
         arm.pulls += 1
+        arm.idle_steps = 0
+
+    def observe_shadow(self, source: str, proposed: int, matched: int, committed: int) -> None:
+        """Score a source that peeked but did not run: of its `proposed` tokens, the first `matched` equal the
+        `committed` tokens of the step. Only the committed positions are known, so a proposal that matched all of
+        them tested that many positions (all accepted) and says nothing about the rest."""
+        arm = self.arms.get(source)
+        if arm is None or proposed <= 0:
+            return
+        tested = min(proposed, committed)
+        arm.length.acceptance.observe(tested, min(matched, tested))
+        arm.shadowed += 1
+        arm.idle_steps = 0
 
     def shares(self) -> dict[str, int]:
         return {name: arm.pulls for name, arm in self.arms.items()}

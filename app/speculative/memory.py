@@ -223,7 +223,9 @@ def pool_outcomes(pool: SourcePool, warm: dict[str, dict[str, Any]], totals: Tot
     for name, arm in pool.arms.items():
         pulls = arm.pulls - int(warm.get(name, {}).get("pulls", 0))
         if pulls <= 0:
-            if name in warm:
+            if arm.shadowed:  # never chosen, but scored in the shadow: its acceptance is news, its reward is not
+                out[name] = ArmOutcome(None, 0, _tested(arm.length), None)
+            elif name in warm:
                 out[name] = ArmOutcome(None, 0, [], None, idle=True)
             continue
         d, a, ms = totals.get(name, (0, 0, 0.0))

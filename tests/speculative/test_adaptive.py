@@ -116,3 +116,55 @@ def test_adaptive_length_alone_still_answers_0_when_no_length_pays() -> None:
     for _ in range(20):
         length.observe(4, 0, 1.0, 14.0)
     assert length.next_length() == 0
+
+
+def _copying_run(shadow: bool, seed: int = 5) -> list[str]:
+    """A reply that copies from its prompt after 40 steps of fresh text: prompt lookup proposes 8 tokens on every
+    step, none right before the copying and all right after it; the draft model accepts half its tokens all along.
+    Returns the source chosen on each of 120 steps."""
+    rng = random.Random(seed)
+    pool = SourcePool(["draft", "lookup"], 0, 8)
+    chosen = []
+    for step in range(120):
+        copying = step >= 40
+        name, k = pool.choose({"draft", "lookup"}, {"lookup": 8})
+        chosen.append(name)
+        if name == "lookup":
+            acc = k if copying else 0
+            pool.observe(name, k, acc, acc + 1, 0.01, GPU_VERIFY[k + 1])
+        elif name == "draft":
+            acc = 0
+            while acc < k and rng.random() < 0.5:
+                acc += 1
+            pool.observe(name, k, acc, acc + 1, 0.3 * k, GPU_VERIFY.get(k + 1, 5.6))
+        else:
+            acc = 0
+            pool.observe("none", 0, 0, 1, 0.0, GPU_VERIFY[1])
+        if shadow and name != "lookup":  # the session scores the peeked proposal against the committed tokens
+            pool.observe_shadow("lookup", 8, 8 if copying else 0, acc + 1)
+    return chosen
+
+
+def test_a_peeked_source_scored_in_the_shadow_takes_over_as_soon_as_copying_starts() -> None:
+    chosen = _copying_run(shadow=True)
+    assert chosen[20:40].count("lookup") == 0  # no copying yet: its shadow score keeps it out
+    first = next(i for i in range(40, 120) if chosen[i] == "lookup")
+    assert first <= 43, chosen[38:50]  # it is chosen within a few steps of the copying's start
+    assert chosen[50:].count("lookup") >= 0.9 * 70
+    # Without the shadow scores, lookup's estimate stays where its warm-up left it (rejected) until luck moves it.
+    assert _copying_run(shadow=False)[40:60].count("lookup") < chosen[40:60].count("lookup")
+
+
+def test_a_source_neither_chosen_nor_scored_is_probed_now_and_then() -> None:
+    pool = SourcePool(["draft"], 0, 8)
+    picks = []
+    for _ in range(200):
+        name, k = pool.choose()
+        picks.append(name)
+        if name == "draft":
+            pool.observe("draft", k, 0, 1, 0.3 * k, GPU_VERIFY.get(k + 1, 5.6))  # never accepted
+        else:
+            pool.observe("none", 0, 0, 1, 0.0, GPU_VERIFY[1])
+    late = picks[50:]
+    assert late.count("none") > 0.85 * len(late)  # plain wins once the draft is known to fail
+    assert 3 <= late.count("draft") <= len(late) // 10  # yet the draft is still tried, rarely
