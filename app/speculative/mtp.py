@@ -135,6 +135,7 @@ class MtpSource:
         p_min: float,
         sampling: SamplingParams,
         rng: np.random.Generator,
+        floors: Sequence[float] | None = None,
     ) -> Draft:
         t0 = time.perf_counter()
         out = Draft(self.name)
@@ -156,6 +157,7 @@ class MtpSource:
             p_min,
             sampling,
             rng,
+            floors,
         )
         out.draft_ms = (time.perf_counter() - t0) * 1000.0
         return out
