@@ -278,7 +278,8 @@ class DraftModelSource:
             # ladder, one confidence stop, and the adaptive variant (which picks its depth itself).
             grid = [SpecSettings(cls.name, n, 0, 0.0) for n in (2, 4, 8)]
             grid.append(SpecSettings(cls.name, 4, 0, 0.5))
-        return (*grid, SpecSettings(cls.name, 8, 0, 0.0, adaptive=True))
+        # The cost stop picks its depth from this device's measured costs, up to the draft cap.
+        return (*grid, SpecSettings(cls.name, 8, 0, 0.0, adaptive=True), SpecSettings(cls.name, 16, cost_stop=True))
 
     def _sync(self, history: Sequence[int]) -> bool:
         """Make the draft KV hold history[:-1] and decode history[-1] so its logits are fresh.
