@@ -63,6 +63,12 @@ def _add_profile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, help=FLASH_ATTN_HELP)
 
 
+COST_STOP_HELP = (
+    "stop each draft where one more token no longer pays: by this device's measured verify and draft costs instead of "
+    "a fixed p_min (bundled runtime only)"
+)
+
+
 def _add_generate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="generate text from a prompt (with speculative decoding)")
     p.add_argument("--model", required=True, metavar="PATH", help="target GGUF model")
@@ -77,6 +83,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
     g.add_argument("--spec-n-max", type=int, metavar="K", help="draft depth (max drafted tokens per step)")
     p.add_argument("--spec-p-min", type=float, metavar="P", help="stop drafting below this draft probability")
+    p.add_argument("--cost-stop", action="store_true", help=COST_STOP_HELP)
     p.add_argument("--spec-n-min", type=int, default=0, metavar="K", help="drop drafts shorter than this")
     p.add_argument("--adaptive", action="store_true", help="draft length follows measured acceptance")
     p.add_argument("--pool", action="store_true", help="choose the draft source per step from live telemetry")
@@ -135,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
     p.add_argument("--chat-template-file", metavar="FILE", help="a Jinja chat template instead of the model's own")
+    p.add_argument(
+        "--cost-stop",
+        action="store_true",
+        help="the default draft setting (when neither a request nor Dynamic Draft chooses) stops each draft by the "
+        "cost stop instead of its fixed p_min",
+    )
     dd = p.add_mutually_exclusive_group()
     dd.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off (requests' fields or defaults run)")
     dd.add_argument(

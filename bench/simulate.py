@@ -21,7 +21,8 @@ rejected token). Each step then costs
 Costs come from bench/gpu/measure.py costs (median ms per batch size 1..16 at several KV depths; interpolated
 linearly in depth). Acceptance is assumed independent of the context length (the traces are replayed with the cost
 curve of each context): the figures are SIMULATED and labelled so. Adaptive and pool settings run the engine's own
-controllers (app/speculative/adaptive.py) step by step, fed with the simulated milliseconds.
+controllers (app/speculative/adaptive.py) step by step, fed with the simulated milliseconds; a cost-stop setting
+steps through the engine's own cost_stop_step with those costs and the trace's draft_conf (lookup: certain tokens).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def grid(has_draft: bool = True) -> list[SpecSettings]:
     if has_draft:
         out += [SpecSettings("draft", n, 0, p) for n in (1, 2, 3, 4, 6, 8, 12, 16) for p in (0.0, 0.25, 0.5, 0.75)]
         out += [SpecSettings("draft", 8, 0, 0.0, True), SpecSettings("pool", 8)]
+        out += [SpecSettings("draft", 16, cost_stop=True)]
     out += [SpecSettings("lookup", n) for n in (2, 4, 8, 12, 16)] + [SpecSettings("lookup", 8, 0, 0.0, True)]
+    out += [SpecSettings("lookup", 16, cost_stop=True)]
     return out
 
 
@@ -106,8 +109,9 @@ class Device:
 # replay
 
 
-def draft_step(trace: dict, k: int, s: SpecSettings, depth: int) -> tuple[int, int]:
-    """(drafted, accepted) of one step at output position k with at most `depth` drafted tokens."""
+def draft_step(trace: dict, k: int, s: SpecSettings, depth: int, floors: list[float] | None = None) -> tuple[int, int]:
+    """(drafted, accepted) of one step at output position k with at most `depth` drafted tokens; `floors`: the cost
+    stop's (app/speculative/adaptive.cost_stop_step), met by the product of the draft's recorded confidences."""
     out_tokens = trace["output"]
     n = len(out_tokens)
     match = trace["draft_match"]  # draft top-1 == target at position k (teacher-forced)
@@ -123,8 +127,15 @@ def draft_step(trace: dict, k: int, s: SpecSettings, depth: int) -> tuple[int, i
         accepted = min(m, drafted)
     elif depth > 0 and s.source == "draft":
         j = k
+        chance = 1.0
+
+        def stops(p: float) -> bool:
+            nonlocal chance
+            chance *= p
+            return p < s.p_min or (floors is not None and chance < floors[drafted])
+
         while drafted < depth and j < n:  # on the target's trajectory
-            if conf[j] < s.p_min:
+            if stops(conf[j]):
                 break
             drafted += 1
             if not match[j]:
@@ -133,11 +144,11 @@ def draft_step(trace: dict, k: int, s: SpecSettings, depth: int) -> tuple[int, i
         accepted = drafted if (drafted == 0 or match[k + drafted - 1]) else drafted - 1
         if drafted and not match[k + drafted - 1] and drafted < depth:  # off the trajectory: draft goes on
             for p in off.get(str(k + drafted - 1), []):
-                if drafted >= depth or p < s.p_min:
+                if drafted >= depth or stops(p):
                     break
                 drafted += 1
             else:
-                if s.p_min == 0.0:
+                if s.p_min == 0.0 and floors is None:
                     drafted = depth
         if drafted < max(s.n_min, 1):
             drafted = accepted = 0
@@ -167,12 +178,15 @@ def replay_controlled(
     session-wide verify cost table the engine shares between requests (acceptance is learnt per request). `pool`:
     a SourcePool the caller built (warm-started from a source memory, say) to run instead of a cold one; the
     caller reads its end state."""
-    from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+    from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, cost_stop_step
 
     n = len(trace["output"])
     if pool is None and s.source == "pool":
         pool = SourcePool(["draft", "lookup"], s.n_min, s.n_max, verify_ms=verify_ms)
     length = AdaptiveLength(s.n_min, s.n_max, CostModel(verify_ms=verify_ms)) if pool is None else None
+    # A cost stop without a controller: plain n_max as the ceiling, costs learnt in the run's own model (the engine's
+    # _Run.stop_costs); with one, the controller says whether to draft and its costs set the floors.
+    fixed = s.cost_stop and not s.adaptive and pool is None
     k, sync, depth_kv, steps = 1, 1, context, []
     while k < n:
         plen, lmatch = trace["lookup"][k]
@@ -180,9 +194,14 @@ def replay_controlled(
             available = {"draft"} | ({"lookup"} if plen else set())
             name, want = pool.choose(available, {"lookup": plen} if plen else None)
         else:
-            name, want = s.source, length.next_length()  # type: ignore[union-attr]
-        depth = min(want, n - k - 1) if name != "none" else 0
-        drafted, accepted = draft_step(trace, k, SpecSettings(name, depth, s.n_min, s.p_min), depth)
+            name, want = s.source, (s.n_max if fixed else length.next_length())  # type: ignore[union-attr]
+        floors = None
+        if s.cost_stop and name != "none" and not (pool is not None and name == "lookup"):  # as Session._draft
+            costs = pool.arms[name].length.cost if pool is not None else length.cost  # type: ignore[union-attr]
+            depth, floors = cost_stop_step(costs, want, min(s.n_max, n - k - 1))
+        else:
+            depth = min(want, n - k - 1) if name != "none" else 0
+        drafted, accepted = draft_step(trace, k, SpecSettings(name, depth, s.n_min, s.p_min), depth, floors)
         step = (name if depth > 0 else "none", drafted, accepted, sync)
         verify = dev.target(drafted + 1, depth_kv) + dev.overhead + dev.row * (drafted + 1)
         total = step_ms(step, depth_kv, dev)
@@ -190,6 +209,8 @@ def replay_controlled(
             pool.observe(name, drafted, accepted, accepted + 1, total - verify, verify)
             if plen and name != "lookup":  # the engine scores the peeked proposal against the committed tokens
                 pool.observe_shadow("lookup", plen, lmatch, accepted + 1)
+        elif fixed:
+            length.cost.observe(drafted, total - verify, verify)  # type: ignore[union-attr]
         else:
             length.observe(drafted, accepted, total - verify, verify)  # type: ignore[union-attr]
         steps.append(step)
@@ -246,7 +267,7 @@ def simulate(traces: list[dict], s: SpecSettings, context: float, dev: Device) -
     """Predicted generation tok/s over all traces (total tokens / total time) at KV depth `context`."""
     tokens = ms = 0.0
     drafted = accepted = nsteps = 0
-    controlled = s.adaptive or s.source == "pool"
+    controlled = s.adaptive or s.source == "pool" or s.cost_stop
     verify_ms: dict[int, float] = {}
     if controlled:  # the engine's session has served requests before: warm its verify cost table, uncounted
         for tr in traces:

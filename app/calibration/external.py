@@ -57,12 +57,13 @@ class ServerVocab:
 
 
 def external_candidates(sources: Collection[str], mode: str) -> tuple[SpecSettings, ...]:
-    """The bundled grid for these sources as a llama-server can run it: no pool, and no adaptive length (its depth
-    is fixed per setting); lookup only where the build has n-gram drafting (the runtime's sources say)."""
+    """The bundled grid for these sources as a llama-server can run it: no pool, no cost stop (it stops drafts by
+    p_min only) and no adaptive length (its depth is fixed per setting); lookup only where the build has n-gram
+    drafting (the runtime's sources say)."""
     out: list[SpecSettings] = []
     for c in candidates(sources, mode):
         c = c.with_(adaptive=False)
-        if c.source != POOL and c not in out:
+        if c.source != POOL and not c.cost_stop and c not in out:
             out.append(c)
     return tuple(out)
 

@@ -226,6 +226,11 @@ class ExternalSession:
                 "an external llama-server drafts with its draft model (-md) or, where the build has it, its "
                 f"{LOOKUP_SPEC_TYPE} lookup: {what} needs the bundled runtime"
             )
+        if spec is not None and spec.cost_stop and not spec.is_plain:
+            raise InvalidRequest(
+                "speculative.cost_stop: the cost stop needs the bundled runtime (an external llama-server stops drafts "
+                "only by its fixed p_min)"
+            )
         wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
         wanted["chat_template_kwargs"] = bool(request.template_kwargs)
         if any(wanted.values()):

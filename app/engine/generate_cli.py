@@ -25,7 +25,7 @@ def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
     source = POOL if args.pool else (MtpSource.name if args.mtp else PromptLookupSource.name if args.lookup else None)
     explicit = (
         args.spec_n_max is not None or args.spec_p_min is not None or args.adaptive or args.pool or args.lookup
-    ) or args.mtp
+    ) or (args.mtp or args.cost_stop)
     if not explicit:
         return None
     # One MTP head applied recursively drifts after a few tokens: Qwen's own MTP setups draft 2-4.
@@ -37,6 +37,7 @@ def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
         n_min=args.spec_n_min,
         p_min=args.spec_p_min,
         adaptive=args.adaptive,
+        cost_stop=args.cost_stop,
     )
 
 

@@ -40,11 +40,11 @@ from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelPa
 from app.runtime.llama_mtp import mtp_unavailable_reason
 from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative import registry
-from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, cost_stop_step, profile_cost_model
 from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
 from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
-from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model
+from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model, takes_floors
 from app.speculative.telemetry import SourceStats, SpecStats
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
@@ -238,6 +238,11 @@ class _Run:
     logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
     step_logprobs: list[TokenLogprob] | None = None  # the current step's, read from its verify rows
     idle_reasons: dict[str, str] = field(default_factory=dict)  # source -> why its last empty draft was empty
+    # The cost stop's costs when neither the pool nor an adaptive length holds them; `stop_learns`: fed by the steps
+    # (measured ms), not a fixed device profile.
+    stop_costs: CostModel | None = None
+    stop_learns: bool = True
+    verify_warm: bool = False  # a verify already ran in this request (the first one's ms include one-off work)
 
 
 def with_idle_reasons(per_source: dict[str, dict[str, Any]], reasons: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -266,6 +271,7 @@ class _StepDraft:
     tokens: list[int] = field(default_factory=list)
     dists: list[np.ndarray | None] = field(default_factory=list)
     draft_ms: float = 0.0
+    declined: int = 0  # tokens the cost stop chose not to draft
 
     @property
     def source_name(self) -> str:
@@ -331,7 +337,13 @@ class Session:
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
-        self.pool_step_cost = None  # optional device cost profile for the pool (see SourcePool)
+        # Verify batch sizes decoded at least once: a GPU builds a shape's kernels on its first use, so that first
+        # sample is not a cost (nor is a request's first verify: cache warm-up after the prefill).
+        self._decoded_batches: set[int] = set()
+        # Which sources' propose() take the cost stop's floors (a third-party source may predate them).
+        self._takes_floors = {name: takes_floors(src) for name, src in self.sources.items()}
+        # Optional device cost profile for the pool (see SourcePool) and for the cost stop of a non-adaptive request.
+        self.pool_step_cost = None
         self.pool_cost_label: str | None = None  # names that profile: its rewards get a source memory of their own
         self._caps = DraftCaps(depth_cap, self.draft_model is not None, frozenset(self.missing))
         self.speculation_disabled_reason: str | None = None
@@ -468,6 +480,7 @@ class Session:
             for b in range(1, min(max_rows, self.ctx.n_batch, self.ctx.n_ctx) + 1):
                 self.ctx.clear()
                 self.ctx.decode(tok * b, logits_from=0)
+                self._decoded_batches.add(b)
         finally:
             self.ctx.clear()  # the next request prefills its prompt afresh (the conversation cache sees the change)
 
@@ -538,6 +551,13 @@ class Session:
             )
         elif settings.adaptive and not settings.is_plain:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
+        elif settings.cost_stop and not settings.is_plain:
+            if self.pool_step_cost is not None:
+                rows = self._caps.n_max + 1
+                run.stop_costs = profile_cost_model(self.pool_step_cost, settings.source, rows)
+                run.stop_learns = False
+            else:
+                run.stop_costs = CostModel(verify_ms=self._verify_ms)
         self.stats.start_request(record.content_class or CHAT)
         warm = None
         if run.pool is not None or run.adaptive is not None:
@@ -689,7 +709,11 @@ class Session:
             draft.src.rollback(n_kv + 1 + a)
         n_before = len(run.generated)
         committed = [*draft.tokens[:a], verdict.next_token]
-        self._observe(run, draft, a, verify_ms, committed)
+        rows = len(draft.tokens) + 1
+        cost_sample = run.verify_warm and rows in self._decoded_batches  # see _decoded_batches
+        self._decoded_batches.add(rows)
+        run.verify_warm = True
+        self._observe(run, draft, a, verify_ms, committed, cost_sample)
         yield from self._emit(run, committed, n_drafted=a, lps=run.step_logprobs)
         yield StepEvent(
             index=run.steps,
@@ -707,19 +731,45 @@ class Session:
     def _draft(self, run: _Run, history: list[int]) -> _StepDraft:
         """Pick this step's source and depth and let it propose; an empty draft means a plain decode."""
         ctx = self.ctx
+        s = run.settings
         remaining = run.request.max_tokens - len(run.generated)
         src, depth, ready = self._source_for_step(run, history)
         # Never draft past the context window or the tokens still wanted (the target adds one of its own).
-        depth = max(0, min(depth, ctx.n_ctx - len(history) - 1, remaining - 1, ctx.n_batch - 1))
-        draft = _StepDraft(src, depth)
+        room = max(0, min(ctx.n_ctx - len(history) - 1, remaining - 1, ctx.n_batch - 1))
+        floors, declined = None, 0
+        # In the pool, a peeked proposal (prompt lookup) runs at the length the pool chose from its acceptance
+        # model: its tokens carry no confidence for the cost stop to read, and it is not certain either.
+        if s.cost_stop and src is not None and not (run.pool is not None and ready is not None):
+            # The controller (adaptive length, pool) still says whether to draft; the measured costs say how deep.
+            asked = min(s.n_max, room)
+            wanted = depth
+            depth, floors = cost_stop_step(self._stop_costs(run), wanted, asked)
+            declined = asked - depth if wanted > 0 else 0
+        depth = max(0, min(depth, room))
+        draft = _StepDraft(src, depth, declined=declined)
         if src is not None and depth > 0:
-            s = run.settings
-            d = ready or src.propose(history, depth, min(s.n_min, depth), s.p_min, run.request.sampling, run.rng)
+            n_min = min(s.n_min, depth)
+            if ready is not None:  # a cheap peek's (prompt lookup: certain tokens) is cut at the ceiling below
+                d = ready
+            elif floors is not None and self._takes_floors.get(type(src).name, False):
+                d = src.propose(history, depth, n_min, s.p_min, run.request.sampling, run.rng, floors=floors)
+            else:
+                d = src.propose(history, depth, n_min, s.p_min, run.request.sampling, run.rng)
             draft.tokens, draft.dists, draft.draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+            draft.declined += d.declined
             if d.why_empty:
                 run.idle_reasons[type(src).name] = d.why_empty
         draft.tokens, draft.dists = within_vocab(draft.tokens, draft.dists, self.model.vocab.n_vocab)
         return draft
+
+    def _stop_costs(self, run: _Run) -> CostModel:
+        """The costs the cost stop reads this step: the pool arm's or the adaptive length's own, else the run's."""
+        if run.pool is not None:
+            return run.pool.arms[run.arm].length.cost
+        if run.adaptive is not None:
+            return run.adaptive.cost
+        assert run.stop_costs is not None  # set up with the run (see _generate)
+        return run.stop_costs
 
     def _checkpoint(self, draft: _StepDraft) -> Any:
         """Recurrent memory drops rejected positions only inside its snapshot window: beyond it, save the state
@@ -793,8 +843,11 @@ class Session:
             except LlamaError as e2:
                 raise EngineError(f"decode failed: {e2}") from e2
 
-    def _observe(self, run: _Run, draft: _StepDraft, a: int, verify_ms: float, committed: list[int]) -> None:
-        """Count the step and feed what it cost and accepted to telemetry and to the pool / adaptive depth; score
+    def _observe(
+        self, run: _Run, draft: _StepDraft, a: int, verify_ms: float, committed: list[int], cost_sample: bool = True
+    ) -> None:
+        """Count the step and feed what it cost and accepted to telemetry and to the pool / adaptive depth / cost
+        stop; `cost_sample` False keeps a step with one-off work out of the cost models (not out of rewards). Score
         the pool's peeked proposals that did not run against what the target committed."""
         n = len(draft.tokens)
         run.steps += 1
@@ -802,14 +855,16 @@ class Session:
         run.draft_accepted += a
         self.stats.observe_step(draft.source_name, n, a, draft.draft_ms, verify_ms)
         if run.pool is not None:
-            run.pool.observe(run.arm, n, a, a + 1, draft.draft_ms, verify_ms)
+            run.pool.observe(run.arm, n, a, a + 1, draft.draft_ms, verify_ms, draft.declined, cost_sample)
             for name, tokens in run.peeks.items():
                 n_same = min(len(tokens), len(committed))
                 matched = next((i for i in range(n_same) if tokens[i] != committed[i]), n_same)
                 run.pool.observe_shadow(name, len(tokens), matched, len(committed))
             run.peeks = {}
         elif run.adaptive is not None:
-            run.adaptive.observe(n, a, draft.draft_ms, verify_ms)
+            run.adaptive.observe(n, a, draft.draft_ms, verify_ms, draft.declined, cost_sample)
+        elif run.stop_costs is not None and run.stop_learns and cost_sample:
+            run.stop_costs.observe(n, draft.draft_ms, verify_ms)
 
     def _decision_dict(self, record: DecisionRecord) -> dict[str, Any]:
         """The decision record as responses carry it; says so when speculation is off for this model (and why)."""

@@ -22,6 +22,7 @@ DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | a registered source (spec_modes())
     "spec_n_max": DEFAULT_N_MAX,
     "spec_p_min": DEFAULT_P_MIN,  # was 0.5 here and 0.0 in HTTP/CLI: one default now (see speculative/settings.py)
+    "spec_cost_stop": False,  # the cost stop (SpecSettings.cost_stop) for an explicit source
 }
 
 
@@ -44,7 +45,12 @@ def spec_from_settings(s: dict[str, Any]) -> SpecSettings | None:
         return None
     if mode == "off":
         return PLAIN
-    return from_intent(mode, n_max=int(s["spec_n_max"]), p_min=float(s["spec_p_min"]))
+    return from_intent(
+        mode,
+        n_max=int(s["spec_n_max"]),
+        p_min=float(s["spec_p_min"]),
+        cost_stop=bool(s.get("spec_cost_stop", False)),
+    )
 
 
 def build_request(conv: Conversation, history: list[Message]) -> GenerationRequest:

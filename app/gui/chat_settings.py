@@ -7,11 +7,13 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
+    QHBoxLayout,
     QLineEdit,
     QPlainTextEdit,
     QSpinBox,
@@ -64,6 +66,13 @@ class ConversationSettingsDialog(QDialog):
         self.spec_mode.setCurrentIndex(max(0, self.spec_mode.findData(s["spec_mode"])))
         self.spec_n_max = _ispin(1, 64, s["spec_n_max"], "deepest draft per step")
         self.spec_p_min = _dspin(0, 1, 0.05, s["spec_p_min"], "stop drafting below this draft probability")
+        self.spec_cost_stop = QCheckBox("Cost stop")
+        self.spec_cost_stop.setObjectName("spec_cost_stop")
+        self.spec_cost_stop.setChecked(bool(s["spec_cost_stop"]))
+        self.spec_cost_stop.setToolTip(
+            "stop each draft where one more token no longer pays, by this device's measured costs (instead of a "
+            "fixed p_min; n_max stays the ceiling)"
+        )
         form = QFormLayout()
         form.addRow("System prompt", self.system)
         form.addRow("Temperature", self.temperature)
@@ -75,7 +84,10 @@ class ConversationSettingsDialog(QDialog):
         form.addRow("Seed", self.seed)
         form.addRow("Speculation", self.spec_mode)
         form.addRow("Draft depth (n_max)", self.spec_n_max)
-        form.addRow("Draft p_min", self.spec_p_min)
+        p_min_row = QHBoxLayout()
+        p_min_row.addWidget(self.spec_p_min, 1)
+        p_min_row.addWidget(self.spec_cost_stop)
+        form.addRow("Draft p_min", p_min_row)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -96,6 +108,7 @@ class ConversationSettingsDialog(QDialog):
             "spec_mode": self.spec_mode.currentData(),
             "spec_n_max": self.spec_n_max.value(),
             "spec_p_min": self.spec_p_min.value(),
+            "spec_cost_stop": self.spec_cost_stop.isChecked(),
         }
 
 

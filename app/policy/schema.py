@@ -31,6 +31,7 @@ class _Setting(BaseModel):
     n_min: StrictInt = Field(0, ge=0, le=64)
     p_min: StrictFloat | StrictInt = Field(0.0, ge=0.0, le=1.0)
     adaptive: StrictBool = False
+    cost_stop: StrictBool = False  # optional: tables before the cost stop have no such key
 
 
 class _Row(BaseModel):

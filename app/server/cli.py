@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from app.engine.session import config_from_args
@@ -18,7 +19,8 @@ def run_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted; 0 on a clean stop, 1 when the model or the endpoint cannot start, 2 on bad flags.
 
     Reads args.model, args.draft, args.host, args.port, args.api_key and, when present, args.ctx_size,
-    args.threads, args.gpu_layers, args.max_queue, args.cors_origin and args.allowed_host (lists) and args.model_id.
+    args.threads, args.gpu_layers, args.max_queue, args.cors_origin and args.allowed_host (lists), args.model_id and
+    args.cost_stop.
     """
     host = getattr(args, "host", None) or "127.0.0.1"
     api_key = getattr(args, "api_key", None)
@@ -40,6 +42,13 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"dynadraft serve: {e}", file=sys.stderr)
         return 2
+    if getattr(args, "cost_stop", False):
+        if config.server_binary:
+            print("dynadraft serve: --cost-stop: the cost stop needs the bundled runtime", file=sys.stderr)
+            return 2
+        default = config.resolved_default_spec(config.draft is not None)
+        # The cost stop replaces the default's fixed confidence stop (llama.cpp's p_min 0.75) rather than adding to it.
+        config = replace(config, default_spec=default if default.is_plain else default.with_(cost_stop=True, p_min=0.0))
     try:
         engine = Engine(config, max_queue=getattr(args, "max_queue", None) or 8).wait_ready()
     except EngineError as e:

@@ -113,6 +113,7 @@ class SpeculativeOptions(BaseModel):
     n_min: int | None = None
     p_min: float | None = None
     adaptive: bool | None = None
+    cost_stop: bool | None = None  # stop each draft where one more token no longer pays, by measured costs
 
     @field_validator("source")
     @classmethod

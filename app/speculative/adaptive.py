@@ -7,7 +7,10 @@ draft_ms(k) + verify_ms(k). Acceptance is tracked per position as an exponential
 "EMA of per-position acceptance" design — so the length follows acceptance within a few steps when the text turns
 from boilerplate to free prose. The costs are measured too, per verify batch size, so the same code pays for depth
 on a GPU (where verifying 8 tokens costs little more than 1) and refuses it on a small CPU (where it costs ~8x).
-Inside a draft, the draft model's own p_min confidence stop still applies; the controller sets the ceiling.
+Inside a draft, the draft model's own p_min confidence stop still applies; the controller sets the ceiling. The
+cost stop (`cost_stop_step`) replaces a fixed p_min with floors derived from the same measured costs: the draft goes
+one token deeper only while the chance that all its tokens so far are accepted pays for the extra verify row and
+draft token.
 
 The source pool chooses, per step, the source (draft model, prompt lookup, MTP, or none) and length with the most
 expected tokens per ms under each source's own acceptance model and the measured costs: a model-based choice, not a
@@ -21,6 +24,7 @@ then when it is not chosen, so a bad start is not believed forever.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -47,26 +51,57 @@ class CostModel:
             d = self.draft_ms_per_token
             self.draft_ms_per_token = per if d is None else d + EMA_ALPHA * (per - d)
 
+    def table(self) -> dict[int, float]:
+        """The measured verify ms per batch size under a monotone envelope: no size costs more than a larger one was
+        measured to cost (a noisy or one-off sample must not make depth look dearer than it is)."""
+        out: dict[int, float] = {}
+        cap = math.inf
+        for b in sorted(self.verify_ms, reverse=True):
+            cap = min(cap, self.verify_ms[b])
+            out[b] = cap
+        return dict(sorted(out.items()))
+
     def verify(self, k: int) -> float:
-        """Estimated verify ms for a draft of k tokens: measured, else interpolated, else the prior."""
+        """Estimated verify ms for a draft of k tokens: measured (under the envelope), else interpolated, else the
+        prior; below the smallest measured batch it scales by rows (never negative)."""
         b = k + 1
-        if b in self.verify_ms:
-            return self.verify_ms[b]
-        known = sorted(self.verify_ms)
+        table = self.table()
+        if b in table:
+            return table[b]
+        known = list(table)
         if not known:
             return 1.0 + self.prior_verify_growth * k
         lo = [x for x in known if x < b]
         hi = [x for x in known if x > b]
         if lo and hi:
             x0, x1 = lo[-1], hi[0]
-            y0, y1 = self.verify_ms[x0], self.verify_ms[x1]
+            y0, y1 = table[x0], table[x1]
             return y0 + (y1 - y0) * (b - x0) / (x1 - x0)
-        base = self.verify_ms[known[0]]
+        if hi:  # below the smallest measured size
+            return table[hi[0]] * b / hi[0]
         if len(known) >= 2:  # extrapolate with the measured slope, never below flat
             x0, x1 = known[-2], known[-1]
-            slope = max(0.0, (self.verify_ms[x1] - self.verify_ms[x0]) / (x1 - x0))
-            return self.verify_ms[x1] + slope * (b - x1)
-        return base * (1.0 + self.prior_verify_growth * (b - known[0]))
+            slope = max(0.0, (table[x1] - table[x0]) / (x1 - x0))
+            return table[x1] + slope * (b - x1)
+        return table[known[0]] * (1.0 + self.prior_verify_growth * (b - known[0]))
+
+    def stop_floors(self, n: int) -> list[float]:
+        """The cost stop's floors for a draft of up to n tokens, in units of one target decode: floor[i] is what
+        drafting token i+1 costs (one more verify row and one more draft token), (verify(i+2 rows) - verify(i+1
+        rows) + draft per token) / verify(1 row). Drafting goes on while the chance that every token so far is
+        accepted is at least the floor. Batch sizes are learnt one at a time: the first unmeasured size gets an
+        optimistic estimate (verify()'s), every size beyond it floor inf, so depth grows as sizes get measured."""
+        first_unmeasured = next(b for b in range(1, len(self.verify_ms) + 2) if b not in self.verify_ms)
+        one = max(self.verify(0), 1e-9)
+        per_token = self.draft_ms_per_token or 0.0
+        floors = []
+        for i in range(n):
+            rows = i + 2  # the verify batch once token i+1 is drafted
+            if rows > first_unmeasured:
+                floors.append(math.inf)
+            else:
+                floors.append((self.verify(rows - 1) - self.verify(rows - 2) + per_token) / one)
+        return floors
 
     def draft(self, k: int) -> float:
         return 0.0 if k == 0 else k * (self.draft_ms_per_token if self.draft_ms_per_token is not None else 0.0)
@@ -88,6 +123,12 @@ class AcceptanceModel:
                 self.rates[i] = self.rate(i)
                 self.seen[i] = True
             self.rates[i] += EMA_ALPHA * (hit - self.rates[i])
+
+    def observe_declined(self, drafted: int, accepted: int, declined: int) -> None:
+        """A draft the cost stop cut short: its drafted positions are learnt as usual, the `declined` ones after them
+        were never drafted, so they are not tested (not a rejection, and no evidence either way)."""
+        del declined  # named so callers say what the stop did; positions past `drafted` were simply not tested
+        self.observe(drafted, accepted)
 
     def rate(self, i: int) -> float:
         """Conditional acceptance at position i; an untested position borrows the deepest tested one's estimate
@@ -123,6 +164,18 @@ def best_rate(
     return best_k, best
 
 
+def cost_stop_step(costs: CostModel, depth: int, asked: int) -> tuple[int, list[float]]:
+    """The cost stop's (depth ceiling, floors) for one step: `depth` is what the step's controller allows (0: a
+    plain step, e.g. the adaptive length's answer), `asked` the deepest draft the request and the context allow.
+    The ceiling ends at the first floor above 1 (inf for a batch size not learnt yet), which no chance can reach.
+    The engine (Session) and bench/simulate.py both step through here."""
+    if depth <= 0 or asked <= 0:
+        return 0, []
+    floors = costs.stop_floors(asked)
+    ceiling = next((i for i, f in enumerate(floors) if f > 1.0), len(floors))
+    return ceiling, floors[:ceiling]
+
+
 def best_length(acc: AcceptanceModel, cost: CostModel, n_min: int, n_max: int, allow_zero: bool = True) -> int:
     """The draft length in {0} ∪ [n_min, n_max] (without 0 when not `allow_zero`) with the most expected tokens per
     ms."""
@@ -151,9 +204,20 @@ class AdaptiveLength:
             return max(self.n_min, 1)
         return k
 
-    def observe(self, drafted: int, accepted: int, draft_ms: float, verify_ms: float) -> None:
-        self.acceptance.observe(drafted, accepted)
-        self.cost.observe(drafted, draft_ms, verify_ms)
+    def observe(
+        self,
+        drafted: int,
+        accepted: int,
+        draft_ms: float,
+        verify_ms: float,
+        declined: int = 0,
+        cost_sample: bool = True,
+    ) -> None:
+        """Learn from one step; `declined`: tokens the cost stop chose not to draft; `cost_sample` False: the step's
+        milliseconds include one-off work (a first decode of its batch size, a request's first verify)."""
+        self.acceptance.observe_declined(drafted, accepted, declined)
+        if cost_sample:
+            self.cost.observe(drafted, draft_ms, verify_ms)
 
 
 PROBE_EVERY = 16  # a source that is neither chosen nor shadow-scored is tried once after this many steps
@@ -237,13 +301,24 @@ class SourcePool:
         return min(length, offers[name]) if name in offers else length
 
     def observe(
-        self, source: str, drafted: int, accepted: int, emitted: int, draft_ms: float, verify_ms: float
+        self,
+        source: str,
+        drafted: int,
+        accepted: int,
+        emitted: int,
+        draft_ms: float,
+        verify_ms: float,
+        declined: int = 0,
+        cost_sample: bool = True,
     ) -> None:
+        """Learn from one step (see AdaptiveLength.observe for `declined` and `cost_sample`); the arm's reward
+        takes every step, one-off costs included: they were paid."""
         arm = self.arms[source]
         if self.step_cost is not None:
             draft_ms = self.step_cost(source, drafted) - self.step_cost("none", 0) if drafted else 0.0
             verify_ms = self.step_cost("none", drafted)
-        arm.length.observe(drafted, accepted, draft_ms, verify_ms)
+            cost_sample = True  # a profile has no one-off work
+        arm.length.observe(drafted, accepted, draft_ms, verify_ms, declined, cost_sample)
         rate = emitted / max(draft_ms + verify_ms, 1e-6)
         arm.reward = rate if arm.pulls == 0 else arm.reward + EMA_ALPHA * (rate - arm.reward)
         arm.pulls += 1
@@ -263,6 +338,13 @@ class SourcePool:
 
     def shares(self) -> dict[str, int]:
         return {name: arm.pulls for name, arm in self.arms.items()}
+
+
+def profile_cost_model(step_cost: Callable[[str, int], float], source: str, max_rows: int) -> CostModel:
+    """A CostModel holding a device cost profile (see profile_cost) for one source, every batch size up to
+    `max_rows` known: the cost stop then works in that device's units (its floors do not depend on milliseconds)."""
+    verify = {b: step_cost("none", b - 1) for b in range(1, max_rows + 1)}
+    return CostModel(verify_ms=verify, draft_ms_per_token=step_cost(source, 1) - step_cost("none", 1))
 
 
 def profile_cost(verify_ratio: list[float], draft_ratio: dict[str, float]) -> Callable[[str, int], float]:

@@ -58,13 +58,14 @@ class MtpSource:
 
     @classmethod
     def calibration_grid(cls, mode: str) -> tuple[SpecSettings, ...]:
-        """The design note's MTP rows (n2,p0 / n4,p0.25 / n4,p0) in quick mode, depths 1-6 by p_min in full, and
-        adaptive length."""
+        """The design note's MTP rows (n2,p0 / n4,p0.25 / n4,p0) in quick mode, depths 1-6 by p_min in full, then
+        adaptive length and the cost stop."""
         if mode == "full":
             rows = [SpecSettings("mtp", n, 0, p) for n in (1, 2, 3, 4, 6) for p in (0.0, 0.25, 0.55)]
         else:
             rows = [SpecSettings("mtp", 2, 0, 0.0), SpecSettings("mtp", 4, 0, 0.25), SpecSettings("mtp", 4, 0, 0.0)]
-        return (*rows, SpecSettings("mtp", 6, 0, 0.0, adaptive=True))
+        # The cost stop: depth from measured costs, up to the 6 that one head applied recursively can carry.
+        return (*rows, SpecSettings("mtp", 6, 0, 0.0, adaptive=True), SpecSettings("mtp", 6, cost_stop=True))
 
     def __init__(self, target: Context, mtp: MtpContext) -> None:
         self.target = target
@@ -135,6 +136,7 @@ class MtpSource:
         p_min: float,
         sampling: SamplingParams,
         rng: np.random.Generator,
+        floors: Sequence[float] | None = None,
     ) -> Draft:
         t0 = time.perf_counter()
         out = Draft(self.name)
@@ -156,6 +158,7 @@ class MtpSource:
             p_min,
             sampling,
             rng,
+            floors,
         )
         out.draft_ms = (time.perf_counter() - t0) * 1000.0
         return out

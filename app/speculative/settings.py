@@ -20,7 +20,9 @@ class SpecSettings:
     source: a registered draft source ("draft": a second GGUF, "lookup": prompt n-gram lookup, ...), "none", or
     "pool" (chosen per step among the loaded sources).
     n_max: the deepest draft; n_min: a shorter draft is dropped; p_min: drafting stops when the draft's
-    top-1 probability falls below it; adaptive: draft length follows measured acceptance within [n_min, n_max].
+    top-1 probability falls below it; adaptive: draft length follows measured acceptance within [n_min, n_max];
+    cost_stop: a draft stops where one more token no longer pays for its verify row and draft cost, by this
+    device's measured costs (app/speculative/adaptive.cost_stop_step); n_max stays the ceiling.
     """
 
     source: str = "draft"
@@ -28,6 +30,7 @@ class SpecSettings:
     n_min: int = 0
     p_min: float = 0.0
     adaptive: bool = False
+    cost_stop: bool = False
 
     def __post_init__(self) -> None:
         if self.source not in ("none", "pool") and self.source not in (known := source_choices()):
@@ -42,13 +45,15 @@ class SpecSettings:
             raise ValueError(f"speculative.n_min must be in 0..n_max ({self.n_max}), got {self.n_min}")
         if not 0.0 <= self.p_min <= 1.0:
             raise ValueError(f"speculative.p_min must be in [0, 1], got {self.p_min}")
+        if not isinstance(self.cost_stop, bool):
+            raise ValueError(f"speculative.cost_stop must be true or false, got {self.cost_stop!r}")
 
     @property
     def is_plain(self) -> bool:
         return self.n_max == 0 or self.source == "none"
 
     def label(self) -> str:
-        """Short human label in the seed's style: "off", "n4,p0.25", "lookup n8", "pool n6 adaptive"."""
+        """Short human label in the seed's style: "off", "n4,p0.25", "lookup n8", "pool n6 adaptive", "n16,p0,cost"."""
         if self.is_plain:
             return "off"
         base = f"n{self.n_max},p{self.p_min:g}"
@@ -56,14 +61,21 @@ class SpecSettings:
             base = f"{self.source} {base}"
         if self.n_min:
             base += f",min{self.n_min}"
+        if self.cost_stop:
+            base += ",cost"
         return base + (" adaptive" if self.adaptive else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as a dict; `cost_stop` only when on, so tables and records of other settings read as before
+        (an older build refuses unknown keys in a calibration table)."""
+        out = asdict(self)
+        if not self.cost_stop:
+            del out["cost_stop"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpecSettings:
-        allowed = {"source", "n_max", "n_min", "p_min", "adaptive"}
+        allowed = {"source", "n_max", "n_min", "p_min", "adaptive", "cost_stop"}
         unknown = set(data) - allowed
         if unknown:
             raise ValueError(f"unknown speculative field(s): {', '.join(sorted(unknown))}")
@@ -92,6 +104,7 @@ def from_intent(
     n_min: int | None = None,
     p_min: float | None = None,
     adaptive: bool = False,
+    cost_stop: bool = False,
 ) -> SpecSettings:
     """The override a user's choices describe (GUI, HTTP and CLI all map through here); raises ValueError.
 
@@ -103,11 +116,14 @@ def from_intent(
     if source is None:
         source = registry.default_source(draft_loaded)
     if source == registry.NONE:
-        return SpecSettings(source, n_max or 0, n_min or 0, DEFAULT_P_MIN if p_min is None else p_min, adaptive)
+        return SpecSettings(
+            source, n_max or 0, n_min or 0, DEFAULT_P_MIN if p_min is None else p_min, adaptive, cost_stop
+        )
     return SpecSettings(
         source=source,
         n_max=DEFAULT_N_MAX if n_max is None else n_max,
         n_min=n_min or 0,
         p_min=DEFAULT_P_MIN if p_min is None else p_min,
         adaptive=adaptive,
+        cost_stop=cost_stop,
     )

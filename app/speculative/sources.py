@@ -6,6 +6,7 @@ them, and everything that enumerates sources (engine, pool, calibration grid, AP
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class Draft:
     draft_ms: float = 0.0
     # Why a source that was asked to draft could not (not for a draft merely cut short), for the response to say.
     why_empty: str = ""
+    # Tokens the cost stop declined: the depth it was allowed beyond what it drafted (not rejections: never tested).
+    declined: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,9 @@ class DraftSource(Protocol):
     Class methods:
       create(env): the source for a loaded session, or None when it cannot run there (e.g. no draft model);
       calibration_grid(mode): the settings a calibration measures for it ("quick" or "full").
-    Instance methods: `propose` drafts up to n_max tokens continuing `history` (never more; fewer than n_min: none);
+    Instance methods: `propose` drafts up to n_max tokens continuing `history` (never more; fewer than n_min: none)
+    and, given `floors` (the cost stop, app/speculative/adaptive.cost_stop_step), stops before token i+1 once the
+    product of its confidences falls below floors[i] (a source without the argument still works: see takes_floors);
     `rollback(n)` says the first n tokens of the history are committed; `reset` forgets per-request state; `close`
     frees what `create` allocated.
     """
@@ -86,6 +91,7 @@ class DraftSource(Protocol):
         p_min: float,
         sampling: SamplingParams,
         rng: np.random.Generator,
+        floors: Sequence[float] | None = None,
     ) -> Draft: ...
 
     def rollback(self, n_committed: int) -> None: ...
@@ -191,6 +197,14 @@ def _pick_draft_token(
     return draw(q, rng), float(q.max()), q
 
 
+def takes_floors(source: object) -> bool:
+    """Whether `source.propose` accepts the cost stop's `floors` (a third-party or older source may not)."""
+    try:
+        return "floors" in inspect.signature(source.propose).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False
+
+
 def draft_autoregressive(
     out: Draft,
     logits: Callable[[], np.ndarray],
@@ -200,14 +214,24 @@ def draft_autoregressive(
     p_min: float,
     sampling: SamplingParams,
     rng: np.random.Generator,
+    floors: Sequence[float] | None = None,
 ) -> None:
-    """Fill `out` one token at a time: pick from `logits()`, stop below p_min or at n_max, else `advance(token)` (the
-    draft model decodes it) and go on. A draft shorter than n_min is dropped."""
+    """Fill `out` one token at a time: pick from `logits()`, stop below p_min, at n_max, or (the cost stop, with
+    `floors`) once the product of the confidences so far falls below floors[i], else `advance(token)` (the draft
+    model decodes it) and go on. A draft shorter than n_min is dropped."""
     draft_params = _draft_sampling(sampling)
+    need_confidence = p_min > 0.0 or floors is not None
+    chance = 1.0  # that every token drafted so far is accepted, by the draft's own confidence
     while True:
-        tok, conf, q = _pick_draft_token(logits(), sampling, draft_params, rng, need_confidence=p_min > 0.0)
+        tok, conf, q = _pick_draft_token(logits(), sampling, draft_params, rng, need_confidence=need_confidence)
         if conf < p_min:  # False for NaN: no stop asked for
             break
+        if floors is not None:
+            i = len(out.tokens)
+            chance *= conf
+            if i >= len(floors) or chance < floors[i]:
+                out.declined = max(0, n_max - i)
+                break
         out.tokens.append(tok)
         out.confidence.append(conf)
         out.dists.append(q)
@@ -215,6 +239,8 @@ def draft_autoregressive(
             break
         advance(tok)
     if len(out.tokens) < max(n_min, 1):
+        if out.declined:  # the stop cut it below n_min: the whole allowed depth went undrafted
+            out.declined = n_max
         out.tokens, out.confidence, out.dists = [], [], []
 
 
@@ -252,7 +278,8 @@ class DraftModelSource:
             # ladder, one confidence stop, and the adaptive variant (which picks its depth itself).
             grid = [SpecSettings(cls.name, n, 0, 0.0) for n in (2, 4, 8)]
             grid.append(SpecSettings(cls.name, 4, 0, 0.5))
-        return (*grid, SpecSettings(cls.name, 8, 0, 0.0, adaptive=True))
+        # The cost stop picks its depth from this device's measured costs, up to the draft cap.
+        return (*grid, SpecSettings(cls.name, 8, 0, 0.0, adaptive=True), SpecSettings(cls.name, 16, cost_stop=True))
 
     def _sync(self, history: Sequence[int]) -> bool:
         """Make the draft KV hold history[:-1] and decode history[-1] so its logits are fresh.
@@ -286,6 +313,7 @@ class DraftModelSource:
         p_min: float,
         sampling: SamplingParams,
         rng: np.random.Generator,
+        floors: Sequence[float] | None = None,
     ) -> Draft:
         t0 = time.perf_counter()
         out = Draft(self.name)
@@ -302,6 +330,7 @@ class DraftModelSource:
             p_min,
             sampling,
             rng,
+            floors,
         )
         out.draft_ms = (time.perf_counter() - t0) * 1000.0
         return out
@@ -377,9 +406,15 @@ class PromptLookupSource:
         p_min: float,
         sampling: SamplingParams,
         rng: np.random.Generator,
+        floors: Sequence[float] | None = None,
     ) -> Draft:
+        """With `floors` (the cost stop) its tokens count as certain (chance 1), so the draft ends before the first
+        floor above 1."""
         t0 = time.perf_counter()
         out = Draft(self.name)
+        if floors is not None:
+            cut = next((i for i, f in enumerate(floors) if f > 1.0), len(floors))
+            out.declined, n_max = max(0, n_max - cut), min(n_max, cut)
         if n_max <= 0:
             return out
         self._update(history)

@@ -165,6 +165,9 @@ def test_pool_and_adaptive_stay_refused_with_a_reason(lookup_session: ExternalSe
     with pytest.raises(InvalidRequest, match="adaptive length needs the bundled runtime"):
         list(lookup_session.generate(GenerationRequest(prompt="Hi", max_tokens=2,
                                                        speculative=SpecSettings("lookup", 8, adaptive=True))))  # fmt: skip
+    with pytest.raises(InvalidRequest, match="the cost stop needs the bundled runtime"):
+        list(lookup_session.generate(GenerationRequest(prompt="Hi", max_tokens=2,
+                                                       speculative=SpecSettings("lookup", 8, cost_stop=True))))  # fmt: skip
 
 
 def test_build_script_names_both_cached_binaries() -> None:
@@ -189,12 +192,16 @@ def test_the_catalogs_rocmfpx_builds_say_how_they_run() -> None:
 
 def test_the_external_grid_and_what_responses_say() -> None:
     from app.calibration.external import external_candidates
+    from app.calibration.runner import candidates
     from app.engine.external_policy import per_request_state
     from app.runtime.llama_server import SPECULATIVE_FIELDS
 
     quick = external_candidates(("draft", "lookup"), "quick")
     assert quick[0] == PLAIN and SpecSettings("lookup", 8, 0, 0.0) in quick and SpecSettings("draft", 8) in quick
     assert not any(s.adaptive or s.source == "pool" for s in quick) and len(set(quick)) == len(quick)
+    # The cost stop needs the bundled runtime's drafting loop: the bundled grid has it, the server sweep does not.
+    assert any(s.cost_stop for s in candidates(("draft", "lookup"), "quick"))
+    assert not any(s.cost_stop for s in quick)
     assert all(s.source != "lookup" for s in external_candidates(("draft",), "quick"))
     assert external_candidates((), "quick") == (PLAIN,)
     n4 = SpecSettings("draft", 4, 0, 0.5)

@@ -104,6 +104,7 @@ CASES: list[tuple[str, str, str, dict[str, Any], int, str | None]] = [
     ("spec-draft-without-draft", "POST", CHAT, {"json": chat_body(speculative={"source": "draft"})}, 400, None),
     ("spec-not-object", "POST", CHAT, {"json": chat_body(speculative="fast")}, 400, None),
     ("spec-adaptive-string", "POST", CHAT, {"json": chat_body(speculative={"adaptive": "yes"})}, 400, None),
+    ("spec-cost-stop-number", "POST", CHAT, {"json": chat_body(speculative={"cost_stop": 1})}, 400, None),
     ("unknown-model", "POST", CHAT, {"json": chat_body(model="gpt-4o")}, 404, "model_not_found"),
     ("empty-model", "POST", CHAT, {"json": chat_body(model="")}, 400, None),
     ("prompt-beyond-ctx", "POST", CHAT, {"json": chat_body(LONG)}, 400, "context_length_exceeded"),

@@ -185,6 +185,35 @@ def test_speculative_override_is_honoured_and_reported(client: openai.OpenAI) ->
     assert (plain.model_extra or {})["timings"]["draft_n"] == 0
 
 
+def test_the_cost_stop_is_asked_for_and_reported(client: openai.OpenAI) -> None:
+    messages = [{"role": "user", "content": "Repeat exactly: alpha beta gamma delta alpha beta gamma delta"}]
+    resp = client.chat.completions.create(
+        model=MODEL_ID,
+        messages=messages,  # type: ignore[arg-type]
+        max_tokens=24,
+        temperature=0,
+        extra_body={"speculative": {"source": "lookup", "n_max": 16, "cost_stop": True}},
+    )
+    dd = (resp.model_extra or {})["dynamic_draft"]
+    assert dd["reason"] == "override" and dd["selected"]["cost_stop"] is True
+    assert dd["selected_label"] == "lookup n16,p0,cost"
+    plain = client.chat.completions.create(
+        model=MODEL_ID,
+        messages=messages,  # type: ignore[arg-type]
+        max_tokens=24,
+        temperature=0,
+        extra_body={"speculative": {"source": "none"}},
+    )
+    assert plain.choices[0].message.content == resp.choices[0].message.content
+    with pytest.raises(openai.BadRequestError, match="cost_stop"):
+        client.chat.completions.create(
+            model=MODEL_ID,
+            messages=messages,  # type: ignore[arg-type]
+            max_tokens=4,
+            extra_body={"speculative": {"source": "lookup", "cost_stop": "yes"}},
+        )
+
+
 def test_speculative_in_final_stream_chunk(http: httpx.Client) -> None:
     body = chat_body("Repeat: one two three one two three", 16, stream=True, speculative={"source": "lookup"})
     final = None

@@ -1,0 +1,44 @@
+"""The chat settings' "Cost stop" checkbox, clicked in the real dialog, reaches the engine request and is saved."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QApplication, QCheckBox, QComboBox
+
+from app.gui.chat_settings import ConversationSettingsDialog
+from app.gui.main import MainWindow
+
+
+def _through_the_dialog(w: MainWindow, qtbot, check: bool) -> None:  # type: ignore[no-untyped-def]
+    """Click "Chat settings…", pick prompt lookup, set the checkbox by clicking it, press OK."""
+    seen: list[bool] = []
+
+    def drive() -> None:
+        dlg = QApplication.activeModalWidget()
+        assert isinstance(dlg, ConversationSettingsDialog)
+        mode = dlg.findChild(QComboBox)
+        assert mode is dlg.spec_mode and mode is not None
+        mode.setCurrentIndex(mode.findData("lookup"))
+        box = dlg.findChild(QCheckBox, "spec_cost_stop")
+        assert box is not None
+        if box.isChecked() != check:
+            qtbot.mouseClick(box, Qt.MouseButton.LeftButton)
+        seen.append(box.isChecked())
+        dlg.accept()
+
+    QTimer.singleShot(200, drive)
+    qtbot.mouseClick(w.chat.settings_btn, Qt.MouseButton.LeftButton)  # exec() returns once drive() accepted
+    assert seen == [check]
+
+
+def test_the_cost_stop_checkbox_reaches_the_request(make_window, gui_engine, qtbot) -> None:  # type: ignore[no-untyped-def]
+    w: MainWindow = make_window(engine=gui_engine)
+    w.chat.new_conversation()
+    w.chat.apply_settings(None, {"temperature": 0.0, "max_tokens": 12})
+    for check, label in ((True, "lookup n8,p0,cost"), (False, "lookup n8,p0")):
+        _through_the_dialog(w, qtbot, check)
+        assert w.chat.conv is not None and w.chat.conv.settings["spec_cost_stop"] is check  # saved with the chat
+        with qtbot.waitSignal(w.chat.reply_finished, timeout=120_000) as blocker:
+            assert w.chat.send("Repeat: one two three one two three")
+        saved = blocker.args[0]
+        assert saved is not None and saved.stats["spec"] == label
