@@ -16,7 +16,7 @@ bench/simulate.py; nothing here ran on an H200):
 * the pool through the engine's own code: app.engine.memory.warm_start (sub-class key, falling back per source to
   the class's) seeds a SourcePool, simulate.replay_controlled runs it on the trace with simulated milliseconds, and
   app.engine.memory.remember blends the end state into a real SourceMemoryStore (a temp file), as a request does.
-  - pool cold: no memory (the quick grid's "pool n8").
+  - pool cold: no memory (the quick grid's "pool n16,p0,cost").
   - pool warm (calibration): the memory after one cold pool run on the group's calibration trace (the sub-class's
     calib-near_copy / calib-additive, else the class's), recorded under the held-out prompt's keys.
   - pool warm (served): leave-one-out; the memory after serving the other 15 held-out prompts in order (each warm
@@ -53,7 +53,7 @@ from app.speculative.adaptive import SourcePool  # noqa: E402
 from app.speculative.settings import SpecSettings  # noqa: E402
 from app.speculative.telemetry import SourceStats  # noqa: E402
 
-POOL = SpecSettings("pool", 8, 0, 0.0)  # the quick grid's pool (app.calibration.runner.candidates)
+POOL = SpecSettings("pool", 16, 0, 0.0, cost_stop=True)  # the quick grid's pool (app.calibration.runner.candidates)
 MAX_STEP = 16  # the engine's default draft allocation (draft_n_max_cap), the ceiling's longest draft
 POLICIES = (
     "v3 DD",

@@ -48,7 +48,7 @@ def grid(has_draft: bool = True) -> list[SpecSettings]:
     out = [SpecSettings("none")]
     if has_draft:
         out += [SpecSettings("draft", n, 0, p) for n in (1, 2, 3, 4, 6, 8, 12, 16) for p in (0.0, 0.25, 0.5, 0.75)]
-        out += [SpecSettings("draft", 8, 0, 0.0, True), SpecSettings("pool", 8)]
+        out += [SpecSettings("draft", 8, 0, 0.0, True), SpecSettings("pool", 16, cost_stop=True)]
         out += [SpecSettings("draft", 16, cost_stop=True)]
     out += [SpecSettings("lookup", n) for n in (2, 4, 8, 12, 16)] + [SpecSettings("lookup", 8, 0, 0.0, True)]
     out += [SpecSettings("lookup", 16, cost_stop=True)]

@@ -94,7 +94,9 @@ def candidates(loaded: Collection[str], mode: str) -> tuple[SpecSettings, ...]:
         if cls.name in loaded:
             out += cls.calibration_grid(mode)
     if registry.unavailable(registry.POOL, loaded) is None:
-        out.append(SpecSettings(registry.POOL, 8, 0, 0.0))
+        # The pool chooses source and length per step; its draft steps take the cost stop (depth from the draft's
+        # confidence and the measured costs), so its cap is the engine's draft allocation, not a tuned depth.
+        out.append(SpecSettings(registry.POOL, 16, 0, 0.0, cost_stop=True))
     return tuple(out)
 
 

@@ -390,7 +390,7 @@ def test_quick_calibration_measures_mtp_rows_and_dd_applies_them(tiny: TinyMtp) 
     try:
         grid = candidates(s.sources, "quick")
         labels = [g.label() for g in grid]
-        assert {"mtp n2,p0", "mtp n4,p0.25", "mtp n4,p0", "mtp n6,p0 adaptive", "pool n8,p0"} <= set(labels)
+        assert {"mtp n2,p0", "mtp n4,p0.25", "mtp n4,p0", "mtp n6,p0 adaptive", "pool n16,p0,cost"} <= set(labels)
         result = run_calibration(s, Plan(contexts=(64, 160), candidates=grid, gen_tokens=12, repeats=1, budget_s=None))
         measured = {r.setting.label() for rng in result.table.ranges for r in result.table.rows_in(rng)}
         assert "mtp n4,p0" in measured

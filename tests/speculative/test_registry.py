@@ -109,7 +109,7 @@ def test_the_pool_and_the_calibration_grid_include_it(engine: Engine) -> None:
     assert "repeat" in {s.source for s in engine.steps}  # type: ignore[attr-defined]
     assert pooled.finish_reason in ("stop", "length")
     assert SpecSettings("repeat", 2) in candidates(("lookup", "repeat"), "quick")
-    assert SpecSettings("pool", 8) in candidates(("lookup", "repeat"), "quick")
+    assert SpecSettings("pool", 16, cost_stop=True) in candidates(("lookup", "repeat"), "quick")
 
 
 def test_the_http_api_accepts_and_documents_it(engine: Engine) -> None:
