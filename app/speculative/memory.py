@@ -21,8 +21,8 @@ from app.speculative.adaptive import MAX_POSITIONS, WARMUP_PULLS, AdaptiveLength
 
 HALF_LIFE_REQUESTS = 1.5
 BLEND_WEIGHT = 1.0 - 0.5 ** (1.0 / HALF_LIFE_REQUESTS)  # ~0.37
-# A remembered arm starts with at most this many pulls: past its warm-up, but with a UCB bonus still large enough
-# that a source the memory ranks low is retried (a memory must never freeze exploration).
+# A remembered arm starts with at most this many pulls: past its warm-up; the pool's probes still retry a source the
+# memory ranks low (a memory must never freeze exploration).
 WARM_PULLS_CAP = WARMUP_PULLS
 
 
@@ -30,7 +30,8 @@ WARM_PULLS_CAP = WARMUP_PULLS
 class ArmMemory:
     """One source's remembered state for one content class.
 
-    reward: tokens/ms when chosen (the bandit's estimate); pulls: decayed count of steps it was chosen;
+    reward: tokens/ms when chosen (reported; the pool chooses from acceptance and costs);
+    pulls: decayed count of steps it was chosen;
     acceptance: per-position conditional acceptance EMAs (only positions ever tested, shallowest first);
     draft_ms_per_token: its measured drafting cost; drafted/accepted/ms/requests: plain totals (never decayed).
     """
@@ -93,7 +94,7 @@ class ArmMemory:
 class ArmOutcome:
     """One source's state at the end of a request: its estimates then, and what it did in this request alone."""
 
-    reward: float | None  # None: adaptive length alone (no bandit), which leaves the reward and pulls as they were
+    reward: float | None  # None: adaptive length alone (no pool), which leaves the reward and pulls as they were
     pulls: int  # pulls made in this request (warm-start pulls excluded)
     acceptance: list[float]  # per-position EMAs of the positions tested so far (warm-started ones included)
     draft_ms_per_token: float | None
@@ -176,12 +177,12 @@ def warm_start_pool(pool: SourcePool, memory: dict[str, ArmMemory]) -> dict[str,
     used: dict[str, dict[str, Any]] = {}
     for name, arm in pool.arms.items():
         mem = memory.get(name)
-        if mem is None or mem.reward is None:  # never in a pool: nothing for the bandit to start from
+        if mem is None or mem.reward is None:  # never chosen in a pool: no pool state to start from
             continue
         pulls = warm_pulls(mem)
         arm.reward = mem.reward
         arm.pulls = pulls
-        pool.total += pulls  # UCB's log(total) must count the remembered pulls too
+        pool.total += pulls
         _seed_length(arm.length, mem)
         used[name] = _used(mem, pulls)
     return used
@@ -234,7 +235,7 @@ def pool_outcomes(pool: SourcePool, warm: dict[str, dict[str, Any]], totals: Tot
 
 
 def length_outcome(length: AdaptiveLength, source: str, totals: Totals) -> ArmOutcome | None:
-    """Adaptive length's end state for its one source (no bandit: reward and pulls stay as the pool left them)."""
+    """Adaptive length's end state for its one source (no pool: reward and pulls stay as the pool left them)."""
     if source not in totals:
         return None
     d, a, ms = totals[source]
