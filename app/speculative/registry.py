@@ -11,12 +11,14 @@ Adding a source is one class and one registration line:
         def create(cls, env): ...        # -> the source for a loaded Session, or None when it cannot run there
         @classmethod
         def calibration_grid(cls, mode): ...  # -> the SpecSettings a calibration measures for it
-        def propose(self, history, n_max, n_min, p_min, sampling, rng): ...  # -> Draft
+        def propose(self, history, n_max, n_min, p_min, sampling, rng, floors=None): ...  # -> Draft
         def rollback(self, n_committed): ...
         def reset(self): ...
         def close(self): ...
 
     register(MySource)                   # below, with the built-in sources (or from a test)
+
+(`floors`, the cost stop's, is optional: a source without it still runs under the cost stop, cut at its ceiling.)
 
 Then the bundled Session creates it at load, requests may name it (HTTP schema, CLI and GUI included), the pool
 chooses among it and the other loaded sources per step, and calibration measures its grid. Besides the registered
