@@ -69,17 +69,20 @@ def pair(qwen_pair: tuple[Path, Path]) -> Iterator[Session]:
 
 
 @pytest.mark.pair
-def test_pool_mostly_picks_prompt_lookup_on_a_copy_edit(pair: Session) -> None:
-    # Copying text the draft model cannot predict (random codes) but prompt lookup can: lookup must win.
+@pytest.mark.parametrize("spec", [SpecSettings("pool", 8), SpecSettings("pool", 16, cost_stop=True)])
+def test_pool_mostly_picks_prompt_lookup_on_a_copy_edit(pair: Session, spec: SpecSettings) -> None:
+    # Copying text the draft model cannot predict (random codes) but prompt lookup can: lookup must win, with the
+    # cost stop on the pool's draft steps too (calibration's pool row).
     import random
 
     rng = random.Random(5)
     codes = [f"{rng.getrandbits(48):012x}" for _ in range(24)]
     prompt = "Copy these codes exactly, one per line, nothing else:\n\n" + "\n".join(codes)
     plain = _run(pair, prompt, PLAIN, 128, collect_margins=True)
-    pooled = _run(pair, prompt, SpecSettings("pool", 8), 128)
+    pooled = _run(pair, prompt, spec, 128)
     assert compare(plain.tokens, plain.margins, pooled.tokens).acceptable
     assert _share(pooled, "lookup") > 0.5, pooled.per_source
+    assert pooled.settings == spec
 
 
 @pytest.mark.pair
