@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QCheckBox, QComboBox
 
@@ -24,6 +27,9 @@ def _through_the_dialog(w: MainWindow, qtbot, check: bool) -> None:  # type: ign
         if box.isChecked() != check:
             qtbot.mouseClick(box, Qt.MouseButton.LeftButton)
         seen.append(box.isChecked())
+        shots = os.environ.get("DYNADRAFT_SHOTS")
+        if shots and check:  # a screenshot for the report: DYNADRAFT_SHOTS=/work/brief/shots pytest ...
+            dlg.grab().save(str(Path(shots) / "cost-stop-chat-settings.png"))
         dlg.accept()
 
     QTimer.singleShot(200, drive)
