@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import openai
@@ -174,15 +175,20 @@ def test_speculative_override_is_honoured_and_reported(client: openai.OpenAI) ->
     assert dd["reason"] == "override"
     assert dd["selected"]["source"] == "lookup" and dd["selected"]["n_max"] == 4
     # Lossless: greedy output with the lookup draft equals plain decoding.
-    plain = client.chat.completions.create(
+    plain = _plain(client, messages)
+    assert plain.choices[0].message.content == resp.choices[0].message.content
+    assert (plain.model_extra or {})["timings"]["draft_n"] == 0
+
+
+def _plain(client: openai.OpenAI, messages: list[dict[str, str]]) -> Any:
+    """The same request decoded plainly (greedy, 24 tokens): what a lossless draft must reproduce."""
+    return client.chat.completions.create(
         model=MODEL_ID,
         messages=messages,  # type: ignore[arg-type]
         max_tokens=24,
         temperature=0,
         extra_body={"speculative": {"source": "none"}},
     )
-    assert plain.choices[0].message.content == resp.choices[0].message.content
-    assert (plain.model_extra or {})["timings"]["draft_n"] == 0
 
 
 def test_the_cost_stop_is_asked_for_and_reported(client: openai.OpenAI) -> None:
@@ -197,13 +203,7 @@ def test_the_cost_stop_is_asked_for_and_reported(client: openai.OpenAI) -> None:
     dd = (resp.model_extra or {})["dynamic_draft"]
     assert dd["reason"] == "override" and dd["selected"]["cost_stop"] is True
     assert dd["selected_label"] == "lookup n16,p0,cost"
-    plain = client.chat.completions.create(
-        model=MODEL_ID,
-        messages=messages,  # type: ignore[arg-type]
-        max_tokens=24,
-        temperature=0,
-        extra_body={"speculative": {"source": "none"}},
-    )
+    plain = _plain(client, messages)
     assert plain.choices[0].message.content == resp.choices[0].message.content
     with pytest.raises(openai.BadRequestError, match="cost_stop"):
         client.chat.completions.create(
