@@ -337,6 +337,7 @@ class Session:
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
+        self._draft_ms: dict[str, float] = {}  # and each draft source's ms per drafted token (the pool's arms)
         # Verify batch sizes decoded at least once: a GPU builds a shape's kernels on its first use, so that first
         # sample is not a cost (nor is a request's first verify: cache warm-up after the prefill).
         self._decoded_batches: set[int] = set()
@@ -547,7 +548,12 @@ class Session:
         if settings.source == registry.POOL:
             arms = registry.pool_arms(self.sources)
             run.pool = SourcePool(
-                arms, settings.n_min, settings.n_max, verify_ms=self._verify_ms, step_cost=self.pool_step_cost
+                arms,
+                settings.n_min,
+                settings.n_max,
+                verify_ms=self._verify_ms,
+                step_cost=self.pool_step_cost,
+                draft_ms=self._draft_ms,
             )
         elif settings.adaptive and not settings.is_plain:
             run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
@@ -605,6 +611,8 @@ class Session:
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
         n_gen = len(run.generated)
         memory.remember(self._memory, warm, run.pool, run.adaptive, settings.source, self.stats.request)
+        if run.pool is not None:
+            self._draft_ms.update(run.pool.draft_costs())
         timings = Timings(
             prompt_n=n_prefilled,
             prompt_ms=round(prompt_ms, 3),

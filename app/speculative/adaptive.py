@@ -230,6 +230,7 @@ class _Arm:
     reward: float = 0.0  # EMA of tokens emitted per ms on steps this arm was chosen (reported and remembered)
     shadowed: int = 0  # steps it was scored in the shadow (its proposal against the committed tokens)
     idle_steps: int = 0  # steps since it was last chosen or scored
+    drafted_yet: bool = False  # it has drafted in this request (its first draft pays the prompt catch-up)
 
 
 class SourcePool:
@@ -245,9 +246,11 @@ class SourcePool:
         n_max: int,
         verify_ms: dict[int, float] | None = None,
         step_cost: Callable[[str, int], float] | None = None,
+        draft_ms: dict[str, float] | None = None,
     ) -> None:
-        """step_cost(source, k), when given, replaces measured milliseconds by a device cost profile: the bandit
-        then optimises for that device while acceptance stays real (used to study GPU behaviour on a CPU)."""
+        """step_cost(source, k), when given, replaces measured milliseconds by a device cost profile: the pool
+        then optimises for that device while acceptance stays real (used to study GPU behaviour on a CPU).
+        draft_ms: each source's draft ms per token as the session measured it on earlier requests."""
         self.step_cost = step_cost
         if step_cost is not None:
             verify_ms = {}  # profile units are not milliseconds: never mix them into the shared measurements
@@ -262,6 +265,8 @@ class SourcePool:
             # plain steps under its own name, its acceptance estimate froze (only a probe every 16 steps) and its
             # reward drifted to plain's, which the source memory handed on to later requests.
             length = AdaptiveLength(0, 0, cm) if name == "none" else AdaptiveLength(n_min, n_max, cm, allow_zero=False)
+            if step_cost is None and draft_ms and name in draft_ms:
+                cm.draft_ms_per_token = draft_ms[name]
             self.arms[name] = _Arm(length)
         self.total = 0
 
@@ -277,11 +282,13 @@ class SourcePool:
         arms = {n: a for n, a in self.arms.items() if available is None or n in available or n == "none"}
         for arm in self.arms.values():
             arm.idle_steps += 1
+        # Warm-up and probes are only for a source that could pay here: one that loses to plain decoding even if every
+        # token it drafts were accepted (a small CPU, where verifying 2 rows costs ~2 decodes) is never worth a try.
         for name, arm in arms.items():
-            if arm.pulls < WARMUP_PULLS and not arm.shadowed:  # a few tries each before trusting the estimates
+            if arm.pulls < WARMUP_PULLS and not arm.shadowed and self._could_pay(name, offers):
                 return name, self._length(name, offers) if name != "none" else 0
         for name, arm in arms.items():  # never chosen nor scored for a while: its estimate may be stale
-            if name != "none" and name not in offers and arm.idle_steps > PROBE_EVERY:
+            if name != "none" and name not in offers and arm.idle_steps > PROBE_EVERY and self._could_pay(name, {}):
                 return name, max(self.arms[name].length.n_min, 1)
         best, best_k = "none", 0
         best_score = 1.0 / max(self.arms["none"].length.cost.verify(0), 1e-9)
@@ -295,6 +302,25 @@ class SourcePool:
             if score > best_score:
                 best, best_k, best_score = name, k, score
         return best, best_k
+
+    def _could_pay(self, name: str, offers: dict[str, int]) -> bool:
+        """Whether `name` beats plain decoding at some allowed length if all its tokens were accepted."""
+        if name == "none":
+            return True
+        arm = self.arms[name]
+        cost = arm.length.cost
+        lo, hi = max(arm.length.n_min, 1), min(arm.length.n_max, offers.get(name, arm.length.n_max))
+        plain = 1.0 / max(self.arms["none"].length.cost.verify(0), 1e-9)
+        return any((k + 1) / max(cost.verify(k) + cost.draft(k), 1e-9) > plain for k in range(lo, hi + 1))
+
+    def draft_costs(self) -> dict[str, float]:
+        """Each drafting source's measured draft ms per token (for the session's next requests)."""
+        out = {}
+        for name, arm in self.arms.items():
+            d = arm.length.cost.draft_ms_per_token
+            if name != "none" and d is not None and self.step_cost is None:
+                out[name] = d
+        return out
 
     def _length(self, name: str, offers: dict[str, int]) -> int:
         length = self.arms[name].length.next_length()
@@ -318,6 +344,10 @@ class SourcePool:
             draft_ms = self.step_cost(source, drafted) - self.step_cost("none", 0) if drafted else 0.0
             verify_ms = self.step_cost("none", drafted)
             cost_sample = True  # a profile has no one-off work
+        elif drafted and not arm.drafted_yet:
+            cost_sample = False  # a source's first draft in a request also decodes the whole prompt (its catch-up)
+        if drafted:
+            arm.drafted_yet = True
         arm.length.observe(drafted, accepted, draft_ms, verify_ms, declined, cost_sample)
         rate = emitted / max(draft_ms + verify_ms, 1e-6)
         arm.reward = rate if arm.pulls == 0 else arm.reward + EMA_ALPHA * (rate - arm.reward)

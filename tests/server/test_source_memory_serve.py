@@ -68,7 +68,8 @@ def test_warm_start_survives_a_restart_and_a_damaged_file(smollm2_path: Path, _i
     with _serve(smollm2_path) as (client, base):
         cold = _chat(client)
         assert cold["class"] == "code" and cold["memory"]["warm"] is False and cold["memory"]["sources"] == {}
-        assert cold["memory"]["chosen"]["draft"] >= WARMUP_PULLS  # the cold pool's warm-up on the losing arm
+        # The cold pool tried the draft (its warm-up, cut short once the measured costs say it cannot pay here).
+        assert 1 <= cold["memory"]["chosen"]["draft"] <= WARMUP_PULLS
         after_one = _remembered(home, "code")
         assert after_one["draft"]["requests"] == 1 and after_one["draft"]["reward"] < after_one["none"]["reward"]
 

@@ -168,3 +168,29 @@ def test_a_source_neither_chosen_nor_scored_is_probed_now_and_then() -> None:
     late = picks[50:]
     assert late.count("none") > 0.85 * len(late)  # plain wins once the draft is known to fail
     assert 3 <= late.count("draft") <= len(late) // 10  # yet the draft is still tried, rarely
+
+
+def test_a_source_that_cannot_pay_even_when_always_right_is_not_tried() -> None:
+    """On a small CPU (verify of b rows ~ b decodes) with the draft's cost known from earlier requests, drafting
+    loses to plain decoding even at 100 % acceptance: no warm-up pulls, no probes. Where it could pay, it is tried."""
+    cpu = SourcePool(["draft"], 0, 8, verify_ms=dict(CPU_VERIFY), draft_ms={"draft": 20.0})
+    gpu = SourcePool(["draft"], 0, 8, verify_ms=dict(GPU_VERIFY), draft_ms={"draft": 0.3})
+    for pool, verify in ((cpu, CPU_VERIFY), (gpu, GPU_VERIFY)):
+        for _ in range(60):
+            name, k = pool.choose()
+            if name == "none":
+                pool.observe("none", 0, 0, 1, 0.0, verify[1])
+            else:
+                pool.observe(name, k, 0, 1, 0.3 * k, verify[k + 1])
+    assert cpu.shares()["draft"] == 0
+    assert gpu.shares()["draft"] >= 3  # its warm-up, then probes
+
+
+def test_a_sources_first_draft_in_a_request_is_not_a_cost_sample() -> None:
+    """Its milliseconds include decoding the whole prompt into the draft model (its catch-up), not drafting."""
+    pool = SourcePool(["draft"], 0, 8, verify_ms={})
+    pool.observe("draft", 1, 1, 2, 250.0, 60.0)  # catch-up of a 150-token prompt + 1 token
+    assert pool.arms["draft"].length.cost.draft_ms_per_token is None
+    pool.observe("draft", 2, 2, 3, 40.0, 65.0)
+    assert pool.arms["draft"].length.cost.draft_ms_per_token == 20.0
+    assert pool.draft_costs() == {"draft": 20.0}
