@@ -25,7 +25,7 @@ then when it is not chosen, so a bad start is not believed forever.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 EMA_ALPHA = 0.15  # ~7-step memory: fast enough to follow a change of content, slow enough to ignore one miss
@@ -106,6 +106,10 @@ class CostModel:
     def draft(self, k: int) -> float:
         return 0.0 if k == 0 else k * (self.draft_ms_per_token if self.draft_ms_per_token is not None else 0.0)
 
+    def step(self, k: int) -> float:
+        """Estimated ms of a whole step with a k-token draft: drafting it, then verifying it (never 0)."""
+        return max(self.verify(k) + self.draft(k), 1e-9)
+
 
 @dataclass
 class AcceptanceModel:
@@ -158,7 +162,7 @@ def best_rate(
     lengths = [*([0] if allow_zero or lo > n_max else []), *range(lo, n_max + 1)]
     best_k, best = 0, 0.0
     for k in lengths:  # k = 0 is a plain step: 1 token for one decode, no draft
-        rate = acc.expected_tokens(k) / max(cost.verify(k) + cost.draft(k), 1e-9)
+        rate = acc.expected_tokens(k) / cost.step(k)
         if k == lengths[0] or rate > best * 1.0001:
             best_k, best = k, rate
     return best_k, best
@@ -172,8 +176,14 @@ def cost_stop_step(costs: CostModel, depth: int, asked: int) -> tuple[int, list[
     if depth <= 0 or asked <= 0:
         return 0, []
     floors = costs.stop_floors(asked)
-    ceiling = next((i for i, f in enumerate(floors) if f > 1.0), len(floors))
+    ceiling = certain_depth(floors)
     return ceiling, floors[:ceiling]
+
+
+def certain_depth(floors: Sequence[float]) -> int:
+    """How deep the cost stop lets a draft of certain tokens go: up to the first floor above 1 (no chance reaches
+    it), which is where prompt lookup's tokens, counted as certain, stop."""
+    return next((i for i, f in enumerate(floors) if f > 1.0), len(floors))
 
 
 def best_length(acc: AcceptanceModel, cost: CostModel, n_min: int, n_max: int, allow_zero: bool = True) -> int:
@@ -260,7 +270,7 @@ class SourcePool:
             if name in self.arms:
                 continue
             cm = CostModel(verify_ms=shared_verify.verify_ms if verify_ms is None else verify_ms)
-            # A drafting arm always drafts when chosen: whether to draft at all is the bandit's choice (the "none"
+            # A drafting arm always drafts when chosen: whether to draft at all is the pool's choice (the "none"
             # arm). Letting its length controller answer 0 stalled it: a source picked for its past reward then ran
             # plain steps under its own name, its acceptance estimate froze (only a probe every 16 steps) and its
             # reward drifted to plain's, which the source memory handed on to later requests.
@@ -268,7 +278,7 @@ class SourcePool:
             if step_cost is None and draft_ms and name in draft_ms:
                 cm.draft_ms_per_token = draft_ms[name]
             self.arms[name] = _Arm(length)
-        self.total = 0
+        self.total = 0  # steps chosen, remembered pulls included (the source memory's warm start adds them)
 
     def choose(self, available: set[str] | None = None, offers: dict[str, int] | None = None) -> tuple[str, int]:
         """(source, draft length) for the next step, among the `available` sources (default all).
@@ -291,27 +301,33 @@ class SourcePool:
             if name != "none" and name not in offers and arm.idle_steps > PROBE_EVERY and self._could_pay(name, {}):
                 return name, max(self.arms[name].length.n_min, 1)
         best, best_k = "none", 0
-        best_score = 1.0 / max(self.arms["none"].length.cost.verify(0), 1e-9)
+        best_score = self._plain_rate()
         for name, arm in arms.items():
             if name == "none":
                 continue
-            lo, hi = arm.length.n_min, min(arm.length.n_max, offers.get(name, arm.length.n_max))
-            if hi < max(lo, 1):
+            lo, hi = self._lengths(name, offers)
+            if hi < lo:
                 continue
             k, score = best_rate(arm.length.acceptance, arm.length.cost, lo, hi, allow_zero=False)
             if score > best_score:
                 best, best_k, best_score = name, k, score
         return best, best_k
 
+    def _lengths(self, name: str, offers: dict[str, int]) -> tuple[int, int]:
+        """The draft lengths `name` may run this step, [lo, hi] (a peeked proposal caps it; empty when hi < lo)."""
+        length = self.arms[name].length
+        return max(length.n_min, 1), min(length.n_max, offers.get(name, length.n_max))
+
+    def _plain_rate(self) -> float:
+        """Plain decoding's tokens per ms: one token per 1-row decode."""
+        return 1.0 / self.arms["none"].length.cost.step(0)
+
     def _could_pay(self, name: str, offers: dict[str, int]) -> bool:
         """Whether `name` beats plain decoding at some allowed length if all its tokens were accepted."""
         if name == "none":
             return True
-        arm = self.arms[name]
-        cost = arm.length.cost
-        lo, hi = max(arm.length.n_min, 1), min(arm.length.n_max, offers.get(name, arm.length.n_max))
-        plain = 1.0 / max(self.arms["none"].length.cost.verify(0), 1e-9)
-        return any((k + 1) / max(cost.verify(k) + cost.draft(k), 1e-9) > plain for k in range(lo, hi + 1))
+        cost, (lo, hi), plain = self.arms[name].length.cost, self._lengths(name, offers), self._plain_rate()
+        return any((k + 1) / cost.step(k) > plain for k in range(lo, hi + 1))
 
     def draft_costs(self) -> dict[str, float]:
         """Each drafting source's measured draft ms per token (for the session's next requests)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 
 from app.runtime.sampling import SamplingParams, distribution, draw
+from app.speculative.adaptive import certain_depth
 from app.speculative.settings import SpecSettings
 
 if TYPE_CHECKING:  # llama.cpp loads with the first model, not with this module (the registry imports it)
@@ -413,7 +414,7 @@ class PromptLookupSource:
         t0 = time.perf_counter()
         out = Draft(self.name)
         if floors is not None:
-            cut = next((i for i, f in enumerate(floors) if f > 1.0), len(floors))
+            cut = certain_depth(floors)
             out.declined, n_max = max(0, n_max - cut), min(n_max, cut)
         if n_max <= 0:
             return out
