@@ -169,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gen-tokens", type=int, metavar="N", help="tokens generated per measurement (quick: 64)")
     p.add_argument(
+        "--class-prompts",
+        type=int,
+        metavar="N",
+        help="prompts measured per content class (quick: 2, full: 3; more is steadier and slower)",
+    )
+    p.add_argument(
         "--corpus", metavar="FILE", help="calibrate on your own kind of text (a UTF-8 file) instead of the shipped one"
     )
     p.add_argument(

@@ -222,7 +222,7 @@ def _session(threads: int, n_ctx: int = 4096):
 
 
 def _trace_messages(s, name: str):  # type: ignore[no-untyped-def]
-    """The messages of a named trace: a class's calibration prompt at 512 tokens ("calib-<class>", "calib-general")
+    """The messages of a named trace: a class's calibration prompt at 512 tokens (calib_name, "calib-general")
     or a held-out prompt."""
     from app.calibration.classes import SECTIONS, class_corpus, general_corpus
     from app.calibration.runner import build_messages
@@ -230,15 +230,23 @@ def _trace_messages(s, name: str):  # type: ignore[no-untyped-def]
     if name == "calib-general":
         return build_messages(s, 512, general_corpus())[0]
     if name.startswith("calib-"):
-        cls = name.removeprefix("calib-")
-        return build_messages(s, 512, class_corpus(cls), SECTIONS[cls].instruction)[0]
+        cls, _, k = name.removeprefix("calib-").partition("~")
+        return build_messages(s, 512, class_corpus(cls), SECTIONS[cls].instructions[int(k or 0)])[0]
     return ({"role": "user", "content": {n: u for n, _, u in HELD_OUT}[name]},)
 
 
 def trace_names() -> list[str]:
     from app.calibration.classes import SECTIONS
 
-    return [f"calib-{c}" for c in SECTIONS] + ["calib-general"] + [n for n, _, _ in interleaved()]
+    return [calib_name(c, k) for c in SECTIONS for k in range(len(SECTIONS[c].instructions))] + [
+        "calib-general",
+        *(n for n, _, _ in interleaved()),
+    ]
+
+
+def calib_name(content_class: str, k: int = 0) -> str:
+    """The trace name of a class's k-th calibration prompt: "calib-code", then "calib-code~1", "calib-code~2"."""
+    return f"calib-{content_class}" + (f"~{k}" if k else "")
 
 
 def traces(out: str, threads: int, max_tokens: int, reuse: str | None, redo: str | None) -> None:

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_classes import HELD_OUT, _mix, held_out_classes, simulated_rows  # noqa: E402
+from bench_classes import HELD_OUT, _mix, calib_name, held_out_classes, simulated_rows  # noqa: E402
 from simulate import CostCurve, Device, draft_step, replay_controlled, simulate, step_ms  # noqa: E402
 
 from app.engine import memory  # noqa: E402
@@ -54,9 +54,11 @@ from app.speculative.settings import SpecSettings  # noqa: E402
 from app.speculative.telemetry import SourceStats  # noqa: E402
 
 POOL = SpecSettings("pool", 16, 0, 0.0, cost_stop=True)  # the quick grid's pool (app.calibration.runner.candidates)
+POOL_PICKS = ("pool warm", POOL.label())
 MAX_STEP = 16  # the engine's default draft allocation (draft_n_max_cap), the ceiling's longest draft
 POLICIES = (
     "v3 DD",
+    "DD 1 prompt",
     "DD now",
     "pool cold",
     "pool warm (calib)",
@@ -149,7 +151,7 @@ def ceiling(trace: dict, ctx: float, dev: Device) -> tuple[int, float]:
     return n, best(1, 1)
 
 
-def run(traces: list[dict], costs_path: str, target: str, draft: str) -> dict:
+def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prompts: int = 2) -> dict:
     from app.calibration.runner import candidates
 
     costs = json.loads(Path(costs_path).read_text())["models"]
@@ -165,9 +167,11 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str) -> dict:
         cls, sub = detected[name]
         return class_key(cls, sub)
 
-    def calib_of(name: str) -> dict:
+    def calib_of(name: str, n_prompts: int = class_prompts) -> list[dict]:
+        """The calibration prompts of the prompt's group: its sub-class's section if recorded, else its class's."""
         cls, sub = detected[name]
-        return by_name[f"calib-{sub}"] if sub and f"calib-{sub}" in by_name else by_name[f"calib-{cls}"]
+        section = sub if sub and f"calib-{sub}" in by_name else cls
+        return [by_name[calib_name(section, k)] for k in range(n_prompts) if calib_name(section, k) in by_name]
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -185,27 +189,36 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str) -> dict:
             def fresh(tag: str, ctx: int = ctx) -> SourceMemoryStore:
                 return SourceMemoryStore(Path(tmp) / f"{ctx}-{tag}.json", "sim", min_interval_s=1e9)
 
-            # DD now, per group: the quick grid plus a warm pool, on the group's calibration trace
-            dd_now: dict[str, str] = {}
-            for name in order:
-                g = group(name)
-                if g in dd_now:
-                    continue
-                cal = calib_of(name)
-                scores = {lbl: (lambda t: t[0] / t[1])(tps(cal, s)) for lbl, s in grid.items()}
-                store = fresh(f"dd-{g}")
-                serve(store, cal, detected[name], ctx, dev, verify_ms)
-                n, ms = serve(store, cal, detected[name], ctx, dev, verify_ms)
-                scores["pool warm"] = n / ms
-                dd_now[g] = max(scores, key=scores.__getitem__)
+            def dd_picks(
+                n_prompts: int, tag: str, ctx: int = ctx, verify_ms: dict[int, float] = verify_ms
+            ) -> dict[str, str]:
+                """DD per group: the fastest of the quick grid plus a warm pool on the mix of the group's first
+                n_prompts calibration prompts (total tokens over total time, as the calibration combines them)."""
+                picks: dict[str, str] = {}
+                for name in order:
+                    g = group(name)
+                    if g in picks:
+                        continue
+                    cal = calib_of(name, n_prompts)
+                    scores = {lbl: _mix([tps(c, s) for c in cal]) for lbl, s in grid.items()}
+                    store = fresh(f"dd-{tag}-{g}")
+                    for c in cal:  # the calibration's own pool runs leave their memory
+                        serve(store, c, detected[name], ctx, dev, verify_ms)
+                    scores["pool warm"] = _mix([serve(store, c, detected[name], ctx, dev, verify_ms) for c in cal])
+                    picks[g] = max(scores, key=scores.__getitem__)
+                return picks
+
+            dd_now, dd_one = dd_picks(class_prompts, "now"), dd_picks(1, "one")
 
             per_prompt = {}
             for tr in work:
                 name = tr["name"]
                 keys = detected[name]
                 timed = {lbl: tps(tr, s) for lbl, s in grid.items()}
-                calib_store = fresh(f"calib-{name}")
-                serve(calib_store, calib_of(name), keys, ctx, dev, verify_ms)
+                calib_store, one_store = fresh(f"calib-{name}"), fresh(f"calib1-{name}")
+                for c in calib_of(name):
+                    serve(calib_store, c, keys, ctx, dev, verify_ms)
+                serve(one_store, calib_of(name, 1)[0], keys, ctx, dev, verify_ms)
                 served_store = fresh(f"served-{name}")
                 for other in work:
                     if other["name"] != name:
@@ -223,8 +236,14 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str) -> dict:
                     "per-step ceiling": ceiling(tr, ctx, dev),
                     "plain": timed["off"],
                 }
+                # A pool pick (its grid row or the warm pool) serves as the engine runs it: warm from the memory the
+                # calibration's pool runs left.
                 pick = dd_now[group(name)]
-                row["DD now"] = warm_calib if pick == "pool warm" else timed[pick]
+                row["DD now"] = warm_calib if pick in POOL_PICKS else timed[pick]
+                pick = dd_one[group(name)]
+                row["DD 1 prompt"] = (
+                    serve(one_store, tr, keys, ctx, dev, verify_ms) if pick in POOL_PICKS else timed[pick]
+                )
                 per_prompt[name] = row
             groups: dict[str, list[str]] = {"mix": order}
             for name in order:
@@ -235,6 +254,7 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str) -> dict:
                 {
                     "context": ctx,
                     "dd_now_picks": dd_now,
+                    "dd_one_prompt_picks": dd_one,
                     "groups": {
                         g: {p: _mix([per_prompt[n][p] for n in names]) for p in POLICIES}
                         for g, names in sorted(groups.items(), key=lambda kv: (kv[0] != "mix", kv[0]))
@@ -242,7 +262,7 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str) -> dict:
                     "prompts": {n: {p: round(_mix([v]), 2) for p, v in r.items()} for n, r in per_prompt.items()},
                 }
             )
-    return {"costs": costs_path, "target": target, "draft": draft, "contexts": out}
+    return {"costs": costs_path, "target": target, "draft": draft, "class_prompts": class_prompts, "contexts": out}
 
 
 HEAD = (
@@ -270,6 +290,7 @@ def markdown(result: dict) -> str:
     lines.append("")
     for r in result["contexts"]:
         lines.append(f"- context {r['context']}: DD now picks {r['dd_now_picks']}")
+        lines.append(f"- context {r['context']}: DD on 1 prompt per class picks {r['dd_one_prompt_picks']}")
     return "\n".join(lines) + "\n"
 
 
@@ -280,9 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="q32b+fa")
     ap.add_argument("--draft", default="q05b+fa")
     ap.add_argument("--md", default=None)
+    ap.add_argument("--class-prompts", type=int, default=2, help="calibration prompts per class (quick: 2)")
     args = ap.parse_args(argv)
     traces = json.loads(Path(args.traces).read_text())["traces"]
-    result = run(traces, args.costs, args.target, args.draft)
+    result = run(traces, args.costs, args.target, args.draft, args.class_prompts)
     text = markdown(result)
     print(text)
     if args.md:

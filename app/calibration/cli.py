@@ -16,7 +16,8 @@ from app.engine.worker import Engine
 
 
 def plan_changes(args: argparse.Namespace) -> dict[str, object]:
-    """The --contexts / --gen-tokens overrides of the mode's plan (ValueError for bad values)."""
+    """The --contexts / --gen-tokens / --class-prompts / --corpus overrides of the mode's plan (ValueError for bad
+    values)."""
     changes: dict[str, object] = {}
     if getattr(args, "contexts", None):
         contexts = tuple(sorted({int(c) for c in str(args.contexts).split(",") if c.strip()}))
@@ -37,6 +38,13 @@ def plan_changes(args: argparse.Namespace) -> dict[str, object]:
         if args.corpus_class not in CONTENT_CLASSES:
             raise ValueError(f"--corpus-class must be one of {', '.join(CONTENT_CLASSES)}, got {args.corpus_class!r}")
         changes["corpus_class"] = args.corpus_class
+    if getattr(args, "class_prompts", None) is not None:
+        from app.calibration.classes import SECTIONS
+
+        most = max(len(s.instructions) for s in SECTIONS.values())
+        if not 1 <= args.class_prompts <= most:
+            raise ValueError(f"--class-prompts must be 1 to {most} (the shipped sections have up to {most} prompts)")
+        changes["class_prompts"] = args.class_prompts
     if getattr(args, "gen_tokens", None) is not None:
         if args.gen_tokens < 1:
             raise ValueError("--gen-tokens must be at least 1")

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any, cast
 
 from app.calibration.classes import GENERAL_INSTRUCTION, SECTIONS, class_corpus, general_corpus
@@ -65,6 +66,7 @@ class Plan:
     corpus: str | None = None  # the user's own text (None: the shipped corpus); see cell_corpora
     classes: tuple[str, ...] = ()  # content classes with a section of their own (their own prompts and rows)
     class_points: int = 1  # how many contexts each class is measured at (every other one, from the shortest)
+    class_prompts: int = 1  # how many of each class section's prompts are measured (app.calibration.classes)
     corpus_class: str | None = None  # the class the user's corpus fills (None: chat)
     # One untimed run of every candidate before the sweep (None: when a GPU backend runs the model). ggml's GPU
     # backends build their kernels on first use: on the H200 (Vulkan) the first cell's first runs read 18-50 tok/s
@@ -134,6 +136,7 @@ def plan_for(n_ctx: int, grid: tuple[SpecSettings, ...], mode: str, budget_min: 
         budget_s=budget,
         classes=TABLE_CLASSES,
         class_points=1 if mode == "quick" else 3,
+        class_prompts=2 if mode == "quick" else 3,
     )
 
 
@@ -236,12 +239,15 @@ def run_calibration(
     usable = [c for c in plan.candidates if c.is_plain or registry.unavailable(c.source, session.sources) is None]
     cells = sweep_cells(plan)
     corpora = cell_corpora(plan)
-    total_runs = len(cells) * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
+    n_prompts = sum(len(corpora[c][1]) for c, _ in cells)
+    total_runs = n_prompts * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
     done = 0
     run_seconds: list[float] = []
-    # Keyed by cell = (class or None, target context): the context-only sweep and each class's own prompts.
-    samples: dict[tuple[Cell, SpecSettings], list[float]] = {}
-    safe: dict[tuple[Cell, SpecSettings], bool] = {}
+    # Keyed by prompt = (cell, k): cell = (class or None, target context) is the context-only sweep or a class's
+    # section, k its prompt. A cell's rows combine its prompts at the end (combine_prompts).
+    samples: dict[tuple[PromptKey, SpecSettings], list[float]] = {}
+    safe: dict[tuple[PromptKey, SpecSettings], bool] = {}
+    out_tokens: dict[PromptKey, int] = {}
     prompt_len: dict[Cell, int] = {}
     skipped: list[int] = []
     skipped_cells: list[Cell] = []
@@ -257,30 +263,11 @@ def run_calibration(
         if cancel is not None and cancel.is_set():
             raise CalibrationCancelled()
 
-    if cells and (plan.warm_up if plan.warm_up is not None else fingerprint.backend != "cpu"):
-        klass, target = cells[0]
-        messages, _ = build_messages(session, target, *corpora[klass])
-        tick("warming up the GPU kernels: every verify batch size")
-        session.warm_up(max(s.n_max for s in usable) + 1)
-        for setting in usable:
-            tick(f"warming up the GPU kernels: {setting.label()}")
-            check_cancel()
-            _run_once(session, messages, setting, plan.gen_tokens, cancel)
-
-    for ci, cell in enumerate(cells):
-        klass, target = cell
-        check_cancel()
-        if plan.budget_s is not None and ci > 0 and run_seconds:
-            # The next cell costs at least one run per candidate, plus its (incremental) prefill.
-            est = (len(usable) + 1) * (sum(run_seconds) / len(run_seconds)) * (1.0 + target / 8192)
-            if time.perf_counter() - t_start + est > plan.budget_s:
-                skipped_cells.extend(cells[ci:])
-                skipped.extend(t for c, t in cells[ci:] if c is None)
-                break
-        corpus, instruction = corpora[klass]
-        messages, got = build_messages(session, target, corpus, instruction)
-        prompt_len[cell] = got
-        where = f"context {got} tokens" + (f", {klass}" if klass else "")
+    def measure_prompt(key: PromptKey, messages: tuple[dict[str, str], ...], where: str) -> None:
+        """Every usable candidate on one prompt: the plain reference, one run each, then the repeats of those not
+        clearly dominated (one round of successive halving)."""
+        nonlocal done
+        tag = f" (prompt {key[1] + 1})" if key[1] else ""
         tick(f"{where}: prefill and plain decoding (reference)")
         t0 = time.perf_counter()
         # Prefill first (one token), so the reference starts from the same cache state as every later run: all of
@@ -290,43 +277,41 @@ def run_calibration(
         ref = _run_once(session, messages, PLAIN, plan.gen_tokens, cancel, margins=True)
         run_seconds.append(time.perf_counter() - t0)
         done += 1
-        samples[(cell, PLAIN)] = [ref.timings.predicted_per_second]
-        safe[(cell, PLAIN)] = True
+        samples[(key, PLAIN)] = [ref.timings.predicted_per_second]
+        safe[(key, PLAIN)] = True
+        out_tokens[key] = max(1, len(ref.tokens))
 
-        def measure(setting: SpecSettings, key: Cell = cell, msgs=messages, reference=ref, label=where) -> None:
+        def measure(setting: SpecSettings) -> None:
             nonlocal done
             check_cancel()
-            tick(f"{label}: {setting.label()}")
+            tick(f"{where}: {setting.label()}")
             t = time.perf_counter()
             try:
-                out = _run_once(session, msgs, setting, plan.gen_tokens, cancel)
+                out = _run_once(session, messages, setting, plan.gen_tokens, cancel)
             except EngineError as e:
                 safe[(key, setting)] = False
-                unsafe.append(f"{cell_label(key, prompt_len[key])}: {setting.label()}: failed: {e}")
+                unsafe.append(f"{cell_label(key[0], prompt_len[key[0]])}{tag}: {setting.label()}: failed: {e}")
                 samples.setdefault((key, setting), [])
                 return
             finally:
                 run_seconds.append(time.perf_counter() - t)
                 done += 1
-            verdict = compare_outputs(
-                reference.tokens, reference.margins, reference.finish_reason, out.tokens, out.finish_reason
-            )
-            ok = verdict.acceptable
-            if not ok:
-                unsafe.append(f"{cell_label(key, prompt_len[key])}: {setting.label()}: {verdict.describe()}")
-            safe[(key, setting)] = safe.get((key, setting), True) and ok
+            verdict = compare_outputs(ref.tokens, ref.margins, ref.finish_reason, out.tokens, out.finish_reason)
+            if not verdict.acceptable:
+                unsafe.append(f"{cell_label(key[0], prompt_len[key[0]])}{tag}: {setting.label()}: {verdict.describe()}")
+            safe[(key, setting)] = safe.get((key, setting), True) and verdict.acceptable
             samples.setdefault((key, setting), []).append(out.timings.predicted_per_second)
 
         for setting in usable:
             if not setting.is_plain:
                 measure(setting)
-        best = max(v[0] for (c, _), v in samples.items() if c == cell and v)
+        best = max(v[0] for (q, _), v in samples.items() if q == key and v)
         survivors = [
             s
             for s in usable
             if s.is_plain
             or s == FIXED_BASELINE
-            or (samples.get((cell, s)) and samples[(cell, s)][0] >= plan.prune_ratio * best)
+            or (samples.get((key, s)) and samples[(key, s)][0] >= plan.prune_ratio * best)
         ]
         for _ in range(plan.repeats - 1):
             for setting in survivors:
@@ -336,26 +321,58 @@ def run_calibration(
                     again = _run_once(session, messages, PLAIN, plan.gen_tokens, cancel)
                     run_seconds.append(time.perf_counter() - t)
                     done += 1
-                    samples[(cell, PLAIN)].append(again.timings.predicted_per_second)
+                    samples[(key, PLAIN)].append(again.timings.predicted_per_second)
                 else:
                     measure(setting)
 
+    if cells and (plan.warm_up if plan.warm_up is not None else fingerprint.backend != "cpu"):
+        klass, target = cells[0]
+        messages, _ = build_messages(session, target, corpora[klass][0], corpora[klass][1][0])
+        tick("warming up the GPU kernels: every verify batch size")
+        session.warm_up(max(s.n_max for s in usable) + 1)
+        for setting in usable:
+            tick(f"warming up the GPU kernels: {setting.label()}")
+            check_cancel()
+            _run_once(session, messages, setting, plan.gen_tokens, cancel)
+
+    out_of_time = False
+    for ci, cell in enumerate(cells):
+        klass, target = cell
+        corpus, instructions = corpora[klass]
+        for k, instruction in enumerate(instructions):
+            check_cancel()
+            if plan.budget_s is not None and (ci, k) != (0, 0) and run_seconds:
+                # The next prompt costs at least one run per candidate, plus its (incremental) prefill.
+                est = (len(usable) + 1) * (sum(run_seconds) / len(run_seconds)) * (1.0 + target / 8192)
+                if time.perf_counter() - t_start + est > plan.budget_s:
+                    skipped_cells.extend(cells[ci + (k > 0) :])
+                    skipped.extend(t for c, t in cells[ci + (k > 0) :] if c is None)
+                    out_of_time = True
+                    break
+            messages, got = build_messages(session, target, corpus, instruction)
+            prompt_len.setdefault(cell, got)
+            where = f"context {got} tokens" + (f", {klass}" if klass else "")
+            where += f", prompt {k + 1} of {len(instructions)}" if len(instructions) > 1 else ""
+            measure_prompt((cell, k), messages, where)
+        if out_of_time:
+            break
     measured = [t for c, t in cells if c is None and (c, t) in prompt_len]
     if not measured:
         raise EngineError("calibration measured nothing: the budget is too small for even one context")
     # A class's rows cover the context-only range of the context they were measured at: the same ranges, fewer.
     ranges = dict(zip(measured, ranges_from_points([prompt_len[(None, c)] for c in measured]), strict=True))
+    combined, combined_safe = combine_prompts(samples, safe, out_tokens)
     measurements = [
         Measurement(
             ctx_lo=ranges[t][0],
             ctx_hi=ranges[t][1],
             setting=setting,
-            samples_tps=tuple(vals),
-            safe=safe.get(((c, t), setting), False),
+            samples_tps=vals,
+            safe=combined_safe[((c, t), setting)],
             prompt_tokens=prompt_len[(c, t)],
             content_class=c,
         )
-        for ((c, t), setting), vals in samples.items()
+        for ((c, t), setting), vals in combined.items()
         if t in ranges
     ]
     classes = sorted({c for c, _ in prompt_len if c is not None}, key=TABLE_CLASSES.index)
@@ -364,7 +381,7 @@ def run_calibration(
         build_rows(measurements),
         notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy"
         + (f", your own text ({len(plan.corpus)} characters)" if plan.corpus else ", the shipped corpus")
-        + (f"; classes: {', '.join(classes)}" if classes else "")
+        + (f"; classes: {', '.join(classes)}, {_prompts_each(plan.class_prompts)}" if classes else "")
         + (f" (your text: {corpus_class(plan)})" if plan.corpus and classes else ""),
     )
     rows = report_rows(table)
@@ -386,6 +403,10 @@ def run_calibration(
     )
 
 
+def _prompts_each(n: int) -> str:
+    return "1 prompt each" if n <= 1 else f"up to {n} prompts each"
+
+
 def report_rows(table: FrontierTable) -> list[ComparisonRow]:
     """The static-vs-DD report of a table, as the CLI prints it and the app shows it: static is the fixed n2,p0
     baseline when the table measured a draft model, else the best static setting."""
@@ -395,7 +416,42 @@ def report_rows(table: FrontierTable) -> list[ComparisonRow]:
 
 
 Cell = tuple[str | None, int]
-"""One prompt the sweep measures every candidate on: (content class or None for the context-only sweep, target)."""
+"""What one set of table rows is measured on: (content class or None for the context-only sweep, target length)."""
+
+PromptKey = tuple[Cell, int]
+"""One prompt the sweep measures every candidate on: its cell and its index among the cell's prompts."""
+
+
+def combine_prompts(
+    samples: dict[tuple[PromptKey, SpecSettings], list[float]],
+    safe: dict[tuple[PromptKey, SpecSettings], bool],
+    out_tokens: dict[PromptKey, int],
+) -> tuple[dict[tuple[Cell, SpecSettings], tuple[float, ...]], dict[tuple[Cell, SpecSettings], bool]]:
+    """One cell's samples per setting from its prompts' runs: repeat r's tok/s is the mix over the prompts (all their
+    tokens over all their generation time), as that class's requests add up for a user; a prompt with fewer runs of
+    the setting (pruned there) lends its median to the later repeats. Safe only if safe on every prompt measured.
+
+    A setting missing on a prompt of the cell (a budget cut after the cell's first prompts) is combined over the
+    prompts that measured it; the setting set is the same on every prompt, so its rows still compare like for like.
+    """
+    by_cell: dict[tuple[Cell, SpecSettings], list[PromptKey]] = {}
+    for key, setting in samples:
+        by_cell.setdefault((key[0], setting), []).append(key)
+    combined: dict[tuple[Cell, SpecSettings], tuple[float, ...]] = {}
+    ok: dict[tuple[Cell, SpecSettings], bool] = {}
+    for (cell, setting), keys in by_cell.items():
+        runs = [samples[(k, setting)] for k in keys]
+        ok[(cell, setting)] = all(safe.get((k, setting), False) for k in keys)
+        if any(not r or min(r) <= 0 for r in runs):  # failed somewhere: an unsafe row without samples
+            combined[(cell, setting)] = ()
+            continue
+        tokens = [out_tokens[k] for k in keys]
+        repeats = max(len(r) for r in runs)
+        combined[(cell, setting)] = tuple(
+            sum(tokens) / sum(n / (r[i] if i < len(r) else median(r)) for n, r in zip(tokens, runs, strict=True))
+            for i in range(repeats)
+        )
+    return combined, ok
 
 
 def sweep_cells(plan: Plan) -> list[Cell]:
@@ -420,14 +476,14 @@ def corpus_class(plan: Plan) -> str:
     return plan.corpus_class or CHAT
 
 
-def cell_corpora(plan: Plan) -> dict[str | None, tuple[str, str]]:
-    """(text, instruction) per cell kind: the context-only sweep reads the user's text (else the shipped prose and
-    code) under the general instruction; a class reads its shipped section under its own instruction, except the
-    class the user's text fills, which reads that text."""
-    out: dict[str | None, tuple[str, str]] = {None: (plan.corpus or corpus_text(), INSTRUCTION)}
+def cell_corpora(plan: Plan) -> dict[str | None, tuple[str, tuple[str, ...]]]:
+    """(text, instructions) per cell kind: the context-only sweep reads the user's text (else the shipped prose and
+    code) under the general instruction; a class reads its shipped section under the first `class_prompts` of its
+    own instructions (one prompt each), except the class the user's text fills, which reads that text."""
+    out: dict[str | None, tuple[str, tuple[str, ...]]] = {None: (plan.corpus or corpus_text(), (INSTRUCTION,))}
     for c, section in SECTIONS.items():
         text = plan.corpus if plan.corpus and c == corpus_class(plan) else class_corpus(c)
-        out[c] = (text, section.instruction)
+        out[c] = (text, section.instructions[: max(1, plan.class_prompts)])
     return out
 
 

@@ -94,3 +94,19 @@ def test_a_cancelled_calibration_leaves_the_previous_table_untouched(session: Se
         run_calibration(session, _plan(contexts=(96, 320, 600)), progress=progress, cancel=cancel)
     assert store.active_id() == before
     assert len(store.history()) == 1
+
+
+def test_a_class_row_is_measured_on_each_of_its_prompts(session: Session) -> None:
+    """A class section's prompts each run every candidate; the class's rows combine them (one row per setting)."""
+    seen = []
+    plan = _plan(contexts=(96,), candidates=GRID[:2], gen_tokens=6, repeats=2, classes=("code",), class_prompts=2)
+    result = run_calibration(session, plan, progress=seen.append, dry_run=True)
+    messages = [p.message for p in seen]
+    for k in (1, 2):
+        assert any(m.startswith("context ") and f"code, prompt {k} of 2: lookup" in m for m in messages), messages
+    # the progress estimate counts three prompts (the context-only one, code's two), 5 runs each at most
+    assert seen[-1].total == 15 and seen[-1].done <= 15
+    code = [r for r in result.table.rows if r.content_class == "code"]
+    assert sorted(r.setting.label() for r in code) == sorted(s.label() for s in GRID[:2])
+    assert all(r.repeats == 2 and r.median_tps > 0 for r in code)  # a repeat is one run of each prompt, combined
+    assert "classes: code, up to 2 prompts each" in result.table.notes

@@ -72,4 +72,4 @@ def test_calibrating_on_a_file_fills_the_class_its_text_falls_in(qtbot, gui_engi
         assert "fills the code class" in panel.status.text()
     table = blocker.args[0].table
     assert set(table.class_ranges) == {"code"}  # the detector put the file in code; the other classes kept none
-    assert "your own text" in table.notes and "classes: code" in table.notes
+    assert "your own text" in table.notes and "classes: code, up to 2 prompts each" in table.notes

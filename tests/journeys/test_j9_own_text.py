@@ -18,6 +18,7 @@ def test_calibrate_on_your_own_text(smollm2_path: Path, tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     table = json.loads(p.stdout)["table"]
     assert f"your own text ({len(TEXT.strip())} characters)" in table["notes"] and "(your text: code)" in table["notes"]
+    assert "up to 2 prompts each" in table["notes"]  # quick measures two prompts of every class section
     # Every class got its own rows (the shipped sections, and this text for code), beside the context-only ones.
     assert {r.get("content_class") for r in table["rows"]} == {
         None,
@@ -33,5 +34,7 @@ def test_calibrate_on_your_own_text(smollm2_path: Path, tmp_path: Path) -> None:
     corpus.write_text("too short")
     bad = dynadraft(*args, "--corpus", str(corpus))
     assert bad.returncode == 2 and "at least 200" in bad.stderr
+    few = dynadraft(*args, "--class-prompts", "0")
+    assert few.returncode == 2 and "--class-prompts must be 1 to 3" in few.stderr
     missing = dynadraft(*args, "--corpus", str(tmp_path / "nope.txt"))
     assert missing.returncode == 2 and "cannot read --corpus" in missing.stderr
