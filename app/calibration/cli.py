@@ -105,7 +105,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if result.skipped_contexts:
         print(f"contexts skipped to stay within the budget: {result.skipped_contexts}")
     if result.skipped_classes:
-        print(f"class prompts skipped to stay within the budget (they fall back): {result.skipped_classes}")
+        print(
+            f"class prompts skipped to stay within the budget: {result.skipped_classes} (a class with none measured "
+            "falls back to the context rows)"
+        )
     if result.unsafe:
         print("unsafe rows (excluded from selection):\n  " + "\n  ".join(result.unsafe))
     print(f"wall time {result.wall_s:.0f}s")

@@ -6,7 +6,8 @@ How a sweep stays inside its budget:
   the last prompt token. The draft model's cache follows the same prefix.
 - Every candidate runs once per context; those clearly dominated there (below `prune_ratio` x the best) are dropped
   before the repeats (one round of successive halving). Plain decoding is never dropped.
-- A context whose estimated cost no longer fits the budget is skipped; the table then covers fewer contexts.
+- A context whose estimated cost no longer fits the budget is skipped; the table then covers fewer contexts. A class
+  section's further prompts come after every context (sweep_prompts), so the budget drops them first.
 A row is safe only if the run finished and its greedy output equals plain decoding's, or first departs from it at a
 near-tie (app.speculative.exactness). The table is written once, at the end, atomically; a cancel writes nothing.
 """
@@ -85,7 +86,8 @@ class Result:
     saved_to: Path | None
     skipped_contexts: list[int] = field(default_factory=list)
     unsafe: list[str] = field(default_factory=list)
-    skipped_classes: list[str] = field(default_factory=list)  # "code@512": class cells the budget left out
+    # "code@512" (none of the class's prompts there), "code@512 prompt 2": class prompts the budget left out
+    skipped_classes: list[str] = field(default_factory=list)
 
 
 def candidates(loaded: Collection[str], mode: str) -> tuple[SpecSettings, ...]:
@@ -249,8 +251,6 @@ def run_calibration(
     safe: dict[tuple[PromptKey, SpecSettings], bool] = {}
     out_tokens: dict[PromptKey, int] = {}
     prompt_len: dict[Cell, int] = {}
-    skipped: list[int] = []
-    skipped_cells: list[Cell] = []
     unsafe: list[str] = []
 
     def tick(message: str) -> None:
@@ -335,27 +335,24 @@ def run_calibration(
             check_cancel()
             _run_once(session, messages, setting, plan.gen_tokens, cancel)
 
-    out_of_time = False
-    for ci, cell in enumerate(cells):
+    prompts = sweep_prompts(cells, {c: len(corpora[c[0]][1]) for c in cells})
+    skipped_prompts: list[PromptKey] = []
+    for i, (cell, k) in enumerate(prompts):
         klass, target = cell
+        check_cancel()
+        if plan.budget_s is not None and i > 0 and run_seconds:
+            # The next prompt costs at least one run per candidate, plus its (incremental) prefill.
+            est = (len(usable) + 1) * (sum(run_seconds) / len(run_seconds)) * (1.0 + target / 8192)
+            if time.perf_counter() - t_start + est > plan.budget_s:
+                skipped_prompts = prompts[i:]
+                break
         corpus, instructions = corpora[klass]
-        for k, instruction in enumerate(instructions):
-            check_cancel()
-            if plan.budget_s is not None and (ci, k) != (0, 0) and run_seconds:
-                # The next prompt costs at least one run per candidate, plus its (incremental) prefill.
-                est = (len(usable) + 1) * (sum(run_seconds) / len(run_seconds)) * (1.0 + target / 8192)
-                if time.perf_counter() - t_start + est > plan.budget_s:
-                    skipped_cells.extend(cells[ci + (k > 0) :])
-                    skipped.extend(t for c, t in cells[ci + (k > 0) :] if c is None)
-                    out_of_time = True
-                    break
-            messages, got = build_messages(session, target, corpus, instruction)
-            prompt_len.setdefault(cell, got)
-            where = f"context {got} tokens" + (f", {klass}" if klass else "")
-            where += f", prompt {k + 1} of {len(instructions)}" if len(instructions) > 1 else ""
-            measure_prompt((cell, k), messages, where)
-        if out_of_time:
-            break
+        messages, got = build_messages(session, target, corpus, instructions[k])
+        prompt_len.setdefault(cell, got)
+        where = f"context {got} tokens" + (f", {klass}" if klass else "")
+        where += f", prompt {k + 1} of {len(instructions)}" if len(instructions) > 1 else ""
+        measure_prompt((cell, k), messages, where)
+    skipped = [t for (c, t), _ in skipped_prompts if c is None]
     measured = [t for c, t in cells if c is None and (c, t) in prompt_len]
     if not measured:
         raise EngineError("calibration measured nothing: the budget is too small for even one context")
@@ -399,7 +396,9 @@ def run_calibration(
         saved_to=saved,
         skipped_contexts=skipped,
         unsafe=unsafe,
-        skipped_classes=[cell_label(c) for c in skipped_cells if c[0] is not None],
+        skipped_classes=[
+            cell_label(c) + (f" prompt {k + 1}" if k else "") for c, k in skipped_prompts if c[0] is not None
+        ],
     )
 
 
@@ -469,6 +468,15 @@ def sweep_cells(plan: Plan) -> list[Cell]:
         if target in class_at:
             cells += [(c, target) for c in classes]
     return cells
+
+
+def sweep_prompts(cells: list[Cell], n_prompts: dict[Cell, int]) -> list[PromptKey]:
+    """The order prompts are measured in: every cell's first prompt in sweep order, then the class sections' further
+    prompts. So a budget that runs short drops the second opinions on a class before any context the table covers
+    (on a 2-core CPU a class prompt of the 1.5B/0.5B pair takes about a minute; a GPU runs them all)."""
+    first = [(c, 0) for c in cells]
+    more = [(c, k) for c in cells for k in range(1, n_prompts[c])]
+    return first + more
 
 
 def corpus_class(plan: Plan) -> str:

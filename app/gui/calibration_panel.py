@@ -276,7 +276,8 @@ class CalibrationPanel(QWidget):
                 f"Calibration finished in {result.wall_s:.0f} s; table saved and active."
                 + (f" Contexts skipped for time: {result.skipped_contexts}." if result.skipped_contexts else "")
                 + (
-                    f" Class prompts skipped for time (they use the context rows): {result.skipped_classes}."
+                    f" Class prompts skipped for time: {result.skipped_classes} (a class with none measured uses"
+                    " the context rows)."
                     if getattr(result, "skipped_classes", None)
                     else ""
                 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,10 @@ def test_a_class_row_is_measured_on_each_of_its_prompts(session: Session) -> Non
     assert sorted(r.setting.label() for r in code) == sorted(s.label() for s in GRID[:2])
     assert all(r.repeats == 2 and r.median_tps > 0 for r in code)  # a repeat is one run of each prompt, combined
     assert "classes: code, up to 2 prompts each" in result.table.notes
+
+
+def test_a_budget_that_runs_out_says_which_class_prompts_it_left_out(session: Session) -> None:
+    plan = _plan(contexts=(96,), candidates=GRID[:2], gen_tokens=4, repeats=1, classes=("code",), class_prompts=2)
+    result = run_calibration(session, replace(plan, budget_s=0.001), dry_run=True)
+    assert result.skipped_classes == ["code@96", "code@96 prompt 2"] and result.skipped_contexts == []
+    assert {r.content_class for r in result.table.rows} == {None}  # code falls back to the context rows

@@ -88,3 +88,15 @@ def test_a_cells_rows_combine_its_prompts_as_a_mix_of_their_tokens_and_time() ->
     # unsafe on any one prompt is unsafe for the cell; a failed run (no samples) leaves the row without samples
     combined, ok = combine_prompts(samples | {((cell, 1), lookup): []}, safe | {((cell, 1), lookup): False}, tokens)
     assert not ok[(cell, lookup)] and combined[(cell, lookup)] == ()
+
+
+def test_a_class_sections_further_prompts_come_after_every_context() -> None:
+    """A budget that runs short drops a class's second opinion before any context the table covers."""
+    from app.calibration.runner import sweep_prompts
+
+    plan = plan_for(4096, (PLAIN,), "quick", None)
+    cells = sweep_cells(plan)
+    corpora = cell_corpora(plan)
+    prompts = sweep_prompts(cells, {c: len(corpora[c[0]][1]) for c in cells})
+    assert prompts[: len(cells)] == [(c, 0) for c in cells]
+    assert prompts[len(cells) :] == [((c, 512), 1) for c in TABLE_CLASSES]
