@@ -161,7 +161,9 @@ class CalibrationPanel(QWidget):
                 off = "" if pol.enabled else " Dynamic Draft is switched off."
                 text = (
                     f"Active table {t.table_id} from {t.created_at}: {fp.backend} · {fp.device}, "
-                    f"{fp.n_threads} threads, flash attention {fp.flash_attn}, {len(t.rows)} rows.{off}"
+                    f"{fp.n_threads} threads, flash attention {fp.flash_attn}, {len(t.rows)} rows"
+                    + (f" (measured: {t.notes})" if t.notes else "")
+                    + f".{off}"
                 )
                 return text, t, False
             if pol.unavailable == "stale_table":
