@@ -26,6 +26,7 @@ from app.calibration.runner import (
     build_messages_with,
     candidates,
     corpus_text,
+    counted,
     plan_for,
 )
 from app.engine.external import ExternalSession
@@ -216,8 +217,8 @@ def run_external_calibration(
     table = new_table(
         external_fingerprint(session),
         build_rows(measurements),
-        notes=f"llama-server ({mode}): {len(plan.contexts)} contexts, {plan.gen_tokens} generated tokens, "
-        f"{plan.repeats} repeats, greedy",
+        notes=f"llama-server ({mode}): {counted(len(plan.contexts), 'context')}, {plan.gen_tokens} generated tokens, "
+        f"{counted(plan.repeats, 'repeat')}, greedy",
     )
     rows = comparison_rows(table, fixed=FIXED_BASELINE if session.config.draft is not None else None)
     saved = external_store(session).save(table, activate=True) if not dry_run else None

@@ -376,7 +376,8 @@ def run_calibration(
     table = new_table(
         fingerprint,
         build_rows(measurements),
-        notes=f"{len(measured)} contexts, {plan.gen_tokens} generated tokens, up to {plan.repeats} repeats, greedy"
+        notes=f"{counted(len(measured), 'context')}, {plan.gen_tokens} generated tokens, up to "
+        f"{counted(plan.repeats, 'repeat')}, greedy"
         + (f", your own text ({len(plan.corpus)} characters)" if plan.corpus else ", the shipped corpus")
         + (f"; classes: {', '.join(classes)}, {_prompts_each(plan.class_prompts)}" if classes else "")
         + (f" (your text: {corpus_class(plan)})" if plan.corpus and classes else ""),
@@ -402,8 +403,13 @@ def run_calibration(
     )
 
 
+def counted(n: int, word: str) -> str:
+    """ "1 context", "3 contexts": a count for the table notes."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _prompts_each(n: int) -> str:
-    return "1 prompt each" if n <= 1 else f"up to {n} prompts each"
+    return "1 prompt each" if n <= 1 else f"up to {counted(n, 'prompt')} each"
 
 
 def report_rows(table: FrontierTable) -> list[ComparisonRow]:

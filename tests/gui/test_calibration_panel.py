@@ -41,7 +41,7 @@ def test_tiny_calibration_from_the_panel_shows_its_table(qtbot, gui_engine) -> N
     assert set(result.table.class_ranges) == {"copy_edit"}
     qtbot.waitUntil(lambda: "Active table" in panel.table_status.text(), timeout=30_000)
     # what the table was measured on, down to how many prompts each class had
-    assert "(measured: 1 contexts" in panel.table_status.text()
+    assert "(measured: 1 context, " in panel.table_status.text()
     assert "classes: copy_edit, up to 2 prompts each" in panel.table_status.text()
 
 
