@@ -39,7 +39,8 @@ def test_tiny_calibration_from_the_panel_shows_its_table(qtbot, gui_engine) -> N
     assert [panel.report.item(i, 0).text() for i in range(2)] == ["any", "copy_edit"]
     assert panel.report.item(0, 1).text() == result.table.rows[0].prompt_tokens.__str__()
     assert set(result.table.class_ranges) == {"copy_edit"}
-    qtbot.waitUntil(lambda: "Active table" in panel.table_status.text(), timeout=30_000)
+    # the new table's id: another test's table may have been active (and shown) before this one was saved
+    qtbot.waitUntil(lambda: f"Active table {result.table.table_id}" in panel.table_status.text(), timeout=30_000)
     # what the table was measured on, down to how many prompts each class had
     assert "(measured: 1 context, " in panel.table_status.text()
     assert "classes: copy_edit, up to 2 prompts each" in panel.table_status.text()
