@@ -46,7 +46,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_classes import HELD_OUT, _mix, calib_name, held_out_classes, simulated_rows  # noqa: E402
 from simulate import CostCurve, Device, draft_step, replay_controlled, simulate, step_ms  # noqa: E402
 
+from app.calibration.runner import candidates  # noqa: E402
 from app.engine import memory  # noqa: E402
+from app.policy import DraftCaps, DynamicDraftPolicy  # noqa: E402
 from app.policy.content_class import class_key  # noqa: E402
 from app.policy.source_memory import SourceMemoryStore  # noqa: E402
 from app.speculative.adaptive import SourcePool  # noqa: E402
@@ -60,6 +62,7 @@ POLICIES = (
     "v3 DD",
     "DD 1 prompt",
     "DD now",
+    "DD (engine rules)",
     "pool cold",
     "pool warm (calib)",
     "pool warm (served)",
@@ -151,9 +154,33 @@ def ceiling(trace: dict, ctx: float, dev: Device) -> tuple[int, float]:
     return n, best(1, 1)
 
 
-def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prompts: int = 2) -> dict:
-    from app.calibration.runner import candidates
+def engine_policy(
+    general: dict[int, dict[str, list[float]]],
+    per_group: dict[int, dict[str, dict[str, list[float]]]],
+    table_class: dict[str, str],
+) -> DynamicDraftPolicy:
+    """The engine's own DD (app.policy) over a table of these simulated calibration figures: the context-only rows
+    from the general prompt, a frontier per class / sub-class from its section's prompts, at every simulated
+    context; best static, noise margins (the 1 % floor; the pool's two repeats give it a spread) and fallbacks as
+    the engine applies them."""
+    from app.policy.fingerprint import Fingerprint
+    from app.policy.table import Measurement, build_rows, new_table, ranges_from_points
 
+    grid = {s.label(): s for s in candidates(("draft", "lookup"), "quick")}
+    ranges = dict(zip(general, ranges_from_points(list(general)), strict=True))
+    found = []
+    for ctx, rows in general.items():
+        for lbl, samples in rows.items():
+            found.append(Measurement(*ranges[ctx], grid[lbl], tuple(samples), True, ctx))
+        for g, by_label in per_group[ctx].items():
+            for lbl, samples in by_label.items():
+                found.append(Measurement(*ranges[ctx], grid[lbl], tuple(samples), True, ctx, table_class[g]))
+    fp = Fingerprint("sim", "draft", "sim", "vulkan", "H200 (SIMULATED)", "sim", 65536, 999, 1, "on")
+    table = new_table(fp, build_rows(found), notes="SIMULATED: bench/bench_inrequest.py")
+    return DynamicDraftPolicy(table, fp)
+
+
+def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prompts: int = 2) -> dict:
     costs = json.loads(Path(costs_path).read_text())["models"]
     dev = Device(CostCurve(costs[target]["ms"]), CostCurve(costs[draft]["ms"]))
     grid = {s.label(): s for s in candidates(("draft", "lookup"), "quick")}
@@ -173,53 +200,74 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
         section = sub if sub and f"calib-{sub}" in by_name else cls
         return [by_name[calib_name(section, k)] for k in range(n_prompts) if calib_name(section, k) in by_name]
 
+    groups_of = {group(n): n for n in order}  # one held-out prompt per group names its keys and sections
+
+    def tps(tr: dict, s: SpecSettings, ctx: int) -> tuple[int, float]:
+        r = simulate([tr], s, ctx, dev)
+        n = len(tr["output"])
+        return n, n / r["tok_s"] * 1000.0 if r["tok_s"] else float("inf")
+
     out = []
     with tempfile.TemporaryDirectory() as tmp:
+
+        def fresh(tag: str, ctx: int) -> SourceMemoryStore:
+            return SourceMemoryStore(Path(tmp) / f"{ctx}-{tag}.json", "sim", min_interval_s=1e9)
+
+        verify: dict[int, dict[int, float]] = {}
         for ctx in dev.target.depths:
-
-            def tps(tr: dict, s: SpecSettings, ctx: int = ctx) -> tuple[int, float]:
-                r = simulate([tr], s, ctx, dev)
-                n = len(tr["output"])
-                return n, n / r["tok_s"] * 1000.0 if r["tok_s"] else float("inf")
-
-            verify_ms: dict[int, float] = {}
+            verify[ctx] = {}
             for tr in traces:  # the session has served requests before: its verify table is warm (uncounted)
-                replay_controlled(tr, POOL, ctx, dev, verify_ms)
+                replay_controlled(tr, POOL, ctx, dev, verify[ctx])
 
-            def fresh(tag: str, ctx: int = ctx) -> SourceMemoryStore:
-                return SourceMemoryStore(Path(tmp) / f"{ctx}-{tag}.json", "sim", min_interval_s=1e9)
+        def calibrate(cal: list[dict], keys: tuple[str, str | None], ctx: int, tag: str) -> dict[str, list[float]]:
+            """What the calibration (app/calibration/runner.py) measures on these prompts: each grid setting's mix
+            tok/s (deterministic here, so two equal repeats), and the pool's two repeats as the runner times them:
+            after one untimed run on the first prompt (it fills the empty source memory), two runs per prompt, the
+            memory carried through, repeat r the mix of every prompt's r-th run."""
+            scores = {lbl: [_mix([tps(c, s, ctx) for c in cal])] * 2 for lbl, s in grid.items()}
+            store = fresh(f"cal-{tag}", ctx)
+            serve(store, cal[0], keys, ctx, dev, verify[ctx])
+            runs = [[serve(store, c, keys, ctx, dev, verify[ctx]) for _ in range(2)] for c in cal]
+            scores[POOL.label()] = [_mix([r[i] for r in runs]) for i in range(2)]
+            return scores
 
-            def dd_picks(
-                n_prompts: int, tag: str, ctx: int = ctx, verify_ms: dict[int, float] = verify_ms
-            ) -> dict[str, str]:
-                """DD per group: the fastest of the quick grid plus a warm pool on the mix of the group's first
-                n_prompts calibration prompts (total tokens over total time, as the calibration combines them)."""
-                picks: dict[str, str] = {}
-                for name in order:
-                    g = group(name)
-                    if g in picks:
-                        continue
-                    cal = calib_of(name, n_prompts)
-                    scores = {lbl: _mix([tps(c, s) for c in cal]) for lbl, s in grid.items()}
-                    store = fresh(f"dd-{tag}-{g}")
-                    for c in cal:  # the calibration's own pool runs leave their memory
-                        serve(store, c, detected[name], ctx, dev, verify_ms)
-                    scores["pool warm"] = _mix([serve(store, c, detected[name], ctx, dev, verify_ms) for c in cal])
-                    picks[g] = max(scores, key=scores.__getitem__)
-                return picks
+        def fastest(scores: dict[str, list[float]]) -> str:
+            """The old rule: the fastest candidate on the calibration mix, the warm pool counted on its own."""
+            flat = {lbl: v[0] for lbl, v in scores.items()} | {"pool warm": scores[POOL.label()][1]}
+            return max(flat, key=flat.__getitem__)
 
-            dd_now, dd_one = dd_picks(class_prompts, "now"), dd_picks(1, "one")
+        cal_now = {
+            ctx: {g: calibrate(calib_of(n), detected[n], ctx, f"now-{g}") for g, n in groups_of.items()}
+            for ctx in dev.target.depths
+        }
+        cal_one = {
+            ctx: {g: calibrate(calib_of(n, 1), detected[n], ctx, f"one-{g}") for g, n in groups_of.items()}
+            for ctx in dev.target.depths
+        }
+        general = {
+            ctx: calibrate([by_name["calib-general"]], ("chat", None), ctx, "general") for ctx in dev.target.depths
+        }
+        engine = engine_policy(general, cal_now, {g: (detected[n][1] or detected[n][0]) for g, n in groups_of.items()})
 
+        for ctx in dev.target.depths:
+            verify_ms = verify[ctx]
+            dd_now = {g: fastest(v) for g, v in cal_now[ctx].items()}
+            dd_one = {g: fastest(v) for g, v in cal_one[ctx].items()}
+            caps = DraftCaps(n_max=MAX_STEP, draft_loaded=True)
+            dd_engine = {
+                g: engine.decide(ctx, None, caps, detected[n][0], None, detected[n][1])[0].label()
+                for g, n in groups_of.items()
+            }
             per_prompt = {}
             for tr in work:
                 name = tr["name"]
                 keys = detected[name]
-                timed = {lbl: tps(tr, s) for lbl, s in grid.items()}
-                calib_store, one_store = fresh(f"calib-{name}"), fresh(f"calib1-{name}")
+                timed = {lbl: tps(tr, s, ctx) for lbl, s in grid.items()}
+                calib_store, one_store = fresh(f"calib-{name}", ctx), fresh(f"calib1-{name}", ctx)
                 for c in calib_of(name):
                     serve(calib_store, c, keys, ctx, dev, verify_ms)
                 serve(one_store, calib_of(name, 1)[0], keys, ctx, dev, verify_ms)
-                served_store = fresh(f"served-{name}")
+                served_store = fresh(f"served-{name}", ctx)
                 for other in work:
                     if other["name"] != name:
                         serve(served_store, other, detected[other["name"]], ctx, dev, verify_ms)
@@ -227,7 +275,7 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
                 picks = v3[ctx]["picks"][name]
                 row = {
                     "v3 DD": timed[picks["class-aware DD"]],
-                    "pool cold": serve(fresh(f"cold-{name}"), tr, keys, ctx, dev, verify_ms),
+                    "pool cold": serve(fresh(f"cold-{name}", ctx), tr, keys, ctx, dev, verify_ms),
                     "pool warm (calib)": warm_calib,
                     "pool warm (served)": serve(served_store, tr, keys, ctx, dev, verify_ms),
                     "lookup-first rule": lookup_first(tr, ctx, dev),
@@ -240,6 +288,8 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
                 # calibration's pool runs left.
                 pick = dd_now[group(name)]
                 row["DD now"] = warm_calib if pick in POOL_PICKS else timed[pick]
+                pick = dd_engine[group(name)]
+                row["DD (engine rules)"] = warm_calib if pick in POOL_PICKS else timed[pick]
                 pick = dd_one[group(name)]
                 row["DD 1 prompt"] = (
                     serve(one_store, tr, keys, ctx, dev, verify_ms) if pick in POOL_PICKS else timed[pick]
@@ -254,6 +304,7 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
                 {
                     "context": ctx,
                     "dd_now_picks": dd_now,
+                    "dd_engine_picks": dd_engine,
                     "dd_one_prompt_picks": dd_one,
                     "groups": {
                         g: {p: _mix([per_prompt[n][p] for n in names]) for p in POLICIES}
@@ -290,6 +341,7 @@ def markdown(result: dict) -> str:
     lines.append("")
     for r in result["contexts"]:
         lines.append(f"- context {r['context']}: DD now picks {r['dd_now_picks']}")
+        lines.append(f"- context {r['context']}: DD under the engine's rules picks {r['dd_engine_picks']}")
         lines.append(f"- context {r['context']}: DD on 1 prompt per class picks {r['dd_one_prompt_picks']}")
     return "\n".join(lines) + "\n"
 

@@ -104,6 +104,12 @@ def candidates(loaded: Collection[str], mode: str) -> tuple[SpecSettings, ...]:
     return tuple(out)
 
 
+def learns_across_requests(setting: SpecSettings) -> bool:
+    """Whether a setting starts each request from the source memory (app/engine/memory.py): the pool, adaptive
+    length."""
+    return setting.source == registry.POOL or setting.adaptive
+
+
 def require_bundled(runtime: Runtime) -> Session:
     """Calibration drives llama.cpp contexts in-process; an external llama-server offers no such access."""
     if not runtime.capabilities.calibrate:
@@ -242,7 +248,10 @@ def run_calibration(
     cells = sweep_cells(plan)
     corpora = cell_corpora(plan)
     n_prompts = sum(len(corpora[c][1]) for c, _ in cells)
-    total_runs = n_prompts * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
+    n_warm = (
+        len(cells) * sum(map(learns_across_requests, usable)) if getattr(session, "use_source_memory", False) else 0
+    )
+    total_runs = n_warm + n_prompts * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
     done = 0
     run_seconds: list[float] = []
     # Keyed by prompt = (cell, k): cell = (class or None, target context) is the context-only sweep or a class's
@@ -280,6 +289,16 @@ def run_calibration(
         samples[(key, PLAIN)] = [ref.timings.predicted_per_second]
         safe[(key, PLAIN)] = True
         out_tokens[key] = max(1, len(ref.tokens))
+        if key[1] == 0 and getattr(session, "use_source_memory", False):
+            # Settings that start from the source memory are served warm from it once a class has been seen, so
+            # they are timed warm: one untimed run on each cell's first prompt fills the memory (the calibration's
+            # runs are remembered like any request's). Timed cold, the pool's first repeat understated it.
+            for setting in usable:
+                if learns_across_requests(setting):
+                    check_cancel()
+                    tick(f"{where}: {setting.label()} (untimed: fills the source memory)")
+                    _run_once(session, messages, setting, plan.gen_tokens, cancel)
+                    done += 1
 
         def measure(setting: SpecSettings) -> None:
             nonlocal done

@@ -118,3 +118,22 @@ def test_a_budget_that_runs_out_says_which_class_prompts_it_left_out(session: Se
     result = run_calibration(session, replace(plan, budget_s=0.001), dry_run=True)
     assert result.skipped_classes == ["code@96", "code@96 prompt 2"] and result.skipped_contexts == []
     assert {r.content_class for r in result.table.rows} == {None}  # code falls back to the context rows
+
+
+def test_settings_that_learn_across_requests_are_timed_warm(session: Session) -> None:
+    """DD serves an adaptive or pool setting warm from the source memory, so the sweep fills that memory with one
+    untimed run on each cell's first prompt before timing it."""
+    adaptive = SpecSettings("lookup", 4, adaptive=True)
+    seen = []
+    plan = _plan(contexts=(96,), candidates=(PLAIN, adaptive), gen_tokens=4, repeats=1, classes=("code",))
+    run_calibration(session, replace(plan, class_prompts=2), progress=seen.append, dry_run=True)
+    untimed = [p.message for p in seen if "(untimed: fills the source memory)" in p.message]
+    assert len(untimed) == 2 and all(adaptive.label() in m for m in untimed)  # the context cell's and code's
+    assert "prompt 2 of 2" not in " ".join(untimed)  # the cell's later prompts find the memory filled
+    session.use_source_memory = False
+    try:
+        seen.clear()
+        run_calibration(session, plan, progress=seen.append, dry_run=True)
+        assert not any("untimed" in p.message for p in seen)  # no memory to fill: nothing runs untimed
+    finally:
+        session.use_source_memory = True
