@@ -248,10 +248,11 @@ def run_calibration(
     cells = sweep_cells(plan)
     corpora = cell_corpora(plan)
     n_prompts = sum(len(corpora[c][1]) for c, _ in cells)
-    n_warm = (
-        len(cells) * sum(map(learns_across_requests, usable)) if getattr(session, "use_source_memory", False) else 0
+    # Settings that start from the source memory get one untimed run per cell (measure_prompt says why).
+    learning = [s for s in usable if learns_across_requests(s)] if session.use_source_memory else []
+    total_runs = len(cells) * len(learning) + n_prompts * (
+        len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2)
     )
-    total_runs = n_warm + n_prompts * (len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2))
     done = 0
     run_seconds: list[float] = []
     # Keyed by prompt = (cell, k): cell = (class or None, target context) is the context-only sweep or a class's
@@ -276,7 +277,7 @@ def run_calibration(
         """Every usable candidate on one prompt: the plain reference, one run each, then the repeats of those not
         clearly dominated (one round of successive halving)."""
         nonlocal done
-        tag = f" (prompt {key[1] + 1})" if key[1] else ""
+        label = prompt_label(key, prompt_len[key[0]])
         tick(f"{where}: prefill and plain decoding (reference)")
         t0 = time.perf_counter()
         # Prefill first (one token), so the reference starts from the same cache state as every later run: all of
@@ -289,16 +290,14 @@ def run_calibration(
         samples[(key, PLAIN)] = [ref.timings.predicted_per_second]
         safe[(key, PLAIN)] = True
         out_tokens[key] = max(1, len(ref.tokens))
-        if key[1] == 0 and getattr(session, "use_source_memory", False):
-            # Settings that start from the source memory are served warm from it once a class has been seen, so
-            # they are timed warm: one untimed run on each cell's first prompt fills the memory (the calibration's
-            # runs are remembered like any request's). Timed cold, the pool's first repeat understated it.
-            for setting in usable:
-                if learns_across_requests(setting):
-                    check_cancel()
-                    tick(f"{where}: {setting.label()} (untimed: fills the source memory)")
-                    _run_once(session, messages, setting, plan.gen_tokens, cancel)
-                    done += 1
+        # Settings that start from the source memory are served warm from it once a class has been seen, so they
+        # are timed warm: one untimed run on each cell's first prompt fills the memory (the calibration's runs are
+        # remembered like any request's). Timed cold, the pool's first repeat understated it.
+        for setting in learning if key[1] == 0 else ():  # a cell's later prompts find the memory filled
+            check_cancel()
+            tick(f"{where}: {setting.label()} (untimed: fills the source memory)")
+            _run_once(session, messages, setting, plan.gen_tokens, cancel)
+            done += 1
 
         def measure(setting: SpecSettings) -> None:
             nonlocal done
@@ -309,7 +308,7 @@ def run_calibration(
                 out = _run_once(session, messages, setting, plan.gen_tokens, cancel)
             except EngineError as e:
                 safe[(key, setting)] = False
-                unsafe.append(f"{cell_label(key[0], prompt_len[key[0]])}{tag}: {setting.label()}: failed: {e}")
+                unsafe.append(f"{label}: {setting.label()}: failed: {e}")
                 samples.setdefault((key, setting), [])
                 return
             finally:
@@ -317,7 +316,7 @@ def run_calibration(
                 done += 1
             verdict = compare_outputs(ref.tokens, ref.margins, ref.finish_reason, out.tokens, out.finish_reason)
             if not verdict.acceptable:
-                unsafe.append(f"{cell_label(key[0], prompt_len[key[0]])}{tag}: {setting.label()}: {verdict.describe()}")
+                unsafe.append(f"{label}: {setting.label()}: {verdict.describe()}")
             safe[(key, setting)] = safe.get((key, setting), True) and verdict.acceptable
             samples.setdefault((key, setting), []).append(out.timings.predicted_per_second)
 
@@ -416,9 +415,7 @@ def run_calibration(
         saved_to=saved,
         skipped_contexts=skipped,
         unsafe=unsafe,
-        skipped_classes=[
-            cell_label(c) + (f" prompt {k + 1}" if k else "") for c, k in skipped_prompts if c[0] is not None
-        ],
+        skipped_classes=[prompt_label(key) for key in skipped_prompts if key[0][0] is not None],
     )
 
 
@@ -524,6 +521,11 @@ def cell_label(cell: Cell, prompt_tokens: int | None = None) -> str:
     """ "512" for a context-only cell, "code@512" for a class's (the measured length when given)."""
     n = cell[1] if prompt_tokens is None else prompt_tokens
     return str(n) if cell[0] is None else f"{cell[0]}@{n}"
+
+
+def prompt_label(key: PromptKey, prompt_tokens: int | None = None) -> str:
+    """ "code@512" for a cell's first prompt, "code@512 prompt 2" for a further one (cell_label otherwise)."""
+    return cell_label(key[0], prompt_tokens) + (f" prompt {key[1] + 1}" if key[1] else "")
 
 
 def plan_with(plan: Plan, **changes: object) -> Plan:

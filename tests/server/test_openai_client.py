@@ -161,13 +161,7 @@ def test_penalties_accepted(client: openai.OpenAI) -> None:
 
 def test_speculative_override_is_honoured_and_reported(client: openai.OpenAI) -> None:
     messages = [{"role": "user", "content": "Repeat exactly: alpha beta gamma delta alpha beta gamma delta"}]
-    resp = client.chat.completions.create(
-        model=MODEL_ID,
-        messages=messages,  # type: ignore[arg-type]
-        max_tokens=24,
-        temperature=0,
-        extra_body={"speculative": {"source": "lookup", "n_max": 4}},
-    )
+    resp = _greedy(client, messages, {"source": "lookup", "n_max": 4})
     extra = resp.model_extra or {}
     assert isinstance(extra["timings"]["draft_n"], int)
     assert "draft_n_accepted" in extra["timings"]
@@ -180,26 +174,25 @@ def test_speculative_override_is_honoured_and_reported(client: openai.OpenAI) ->
     assert (plain.model_extra or {})["timings"]["draft_n"] == 0
 
 
-def _plain(client: openai.OpenAI, messages: list[dict[str, str]]) -> Any:
-    """The same request decoded plainly (greedy, 24 tokens): what a lossless draft must reproduce."""
+def _greedy(client: openai.OpenAI, messages: list[dict[str, str]], speculative: dict[str, Any]) -> Any:
+    """A greedy 24-token request with these `speculative` fields."""
     return client.chat.completions.create(
         model=MODEL_ID,
         messages=messages,  # type: ignore[arg-type]
         max_tokens=24,
         temperature=0,
-        extra_body={"speculative": {"source": "none"}},
+        extra_body={"speculative": speculative},
     )
+
+
+def _plain(client: openai.OpenAI, messages: list[dict[str, str]]) -> Any:
+    """The same request decoded plainly: what a lossless draft must reproduce."""
+    return _greedy(client, messages, {"source": "none"})
 
 
 def test_the_cost_stop_is_asked_for_and_reported(client: openai.OpenAI) -> None:
     messages = [{"role": "user", "content": "Repeat exactly: alpha beta gamma delta alpha beta gamma delta"}]
-    resp = client.chat.completions.create(
-        model=MODEL_ID,
-        messages=messages,  # type: ignore[arg-type]
-        max_tokens=24,
-        temperature=0,
-        extra_body={"speculative": {"source": "lookup", "n_max": 16, "cost_stop": True}},
-    )
+    resp = _greedy(client, messages, {"source": "lookup", "n_max": 16, "cost_stop": True})
     dd = (resp.model_extra or {})["dynamic_draft"]
     assert dd["reason"] == "override" and dd["selected"]["cost_stop"] is True
     assert dd["selected_label"] == "lookup n16,p0,cost"
