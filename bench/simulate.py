@@ -263,13 +263,17 @@ def engine_check(runs: list[dict], dev: Device) -> list:
     return rows
 
 
-def simulate(traces: list[dict], s: SpecSettings, context: float, dev: Device) -> dict:
-    """Predicted generation tok/s over all traces (total tokens / total time) at KV depth `context`."""
+def simulate(
+    traces: list[dict], s: SpecSettings, context: float, dev: Device, session: dict[int, float] | None = None
+) -> dict:
+    """Predicted generation tok/s over all traces (total tokens / total time) at KV depth `context`. `session`: the
+    engine session's verify cost table (Session._verify_ms, shared by every request and setting), copied; without
+    it, the table is warmed by one uncounted pass over these traces alone."""
     tokens = ms = 0.0
     drafted = accepted = nsteps = 0
     controlled = s.adaptive or s.source == "pool" or s.cost_stop
-    verify_ms: dict[int, float] = {}
-    if controlled:  # the engine's session has served requests before: warm its verify cost table, uncounted
+    verify_ms: dict[int, float] = dict(session or {})
+    if controlled and session is None:  # the session has served requests before: warm its verify table, uncounted
         for tr in traces:
             replay_controlled(tr, s, context, dev, verify_ms)
     for tr in traces:

@@ -55,3 +55,25 @@ def test_the_lookup_first_rule_is_bounded_by_the_ceiling_and_is_the_draft_model_
         abs(n / bi.lookup_first(dry, 2048, DEV)[1] * 1000.0 - simulate([dry], bi.LOOKUP_FIRST[1], 2048, DEV)["tok_s"])
         < 1e-6
     )
+
+
+def test_a_warm_session_verify_table_keeps_the_cost_stop_below_the_cliff_and_is_not_changed() -> None:
+    """The engine's verify cost table is one per session (Session._verify_ms): after earlier requests every batch
+    size up to the H200's 8-to-10-row cliff is measured, so a short prompt's cost stop does not pay for finding the
+    cliff again, as a table warmed on that prompt alone does."""
+    from app.speculative.settings import SpecSettings
+    from bench.simulate import replay_controlled
+
+    s = SpecSettings("draft", 16, 0, 0.0, cost_stop=True)
+    tr = TRACES["edit-short"]
+    alone: dict[int, float] = {}
+    replay_controlled(tr, s, 512, DEV, alone)
+    assert max(d for _, d, _, _ in replay_controlled(tr, s, 512, DEV, alone)) >= 8  # 9 rows: past the cliff
+    session: dict[int, float] = {}
+    for t in TRACES.values():
+        replay_controlled(t, s, 512, DEV, session)
+    before = dict(session)
+    warm = simulate([tr], s, 512, DEV, session)
+    assert session == before
+    assert warm["tok_s"] > simulate([tr], s, 512, DEV)["tok_s"] * 1.2
+    assert max(d for _, d, _, _ in replay_controlled(tr, s, 512, DEV, dict(session))) <= 7
