@@ -21,6 +21,9 @@ bench/simulate.py; nothing here ran on an H200):
 * DD served in order: the 16 held-out prompts as one stream (one class after another, then the same stream
   reversed; each prompt's two runs summed), each pool pick warm from the memory the calibration and every earlier
   request left: what a user of the app gets.
+* DD first request, no cost memory: each prompt as the first request of a fresh session whose verify cost table
+  starts empty (the engine before it kept the table in the source memory, and any restart without it); the other DD
+  columns start from the remembered table.
 * the pool alone through the engine's own code: app.engine.memory.warm_start (sub-class key, falling back per source
   to the class's) seeds a SourcePool, simulate.replay_controlled runs it, and app.engine.memory.remember blends the
   end state into a real SourceMemoryStore (a temp file), as a request does.
@@ -68,6 +71,7 @@ POLICIES = (
     "DD 1 prompt",
     "DD (engine rules)",
     "DD served in order",
+    "DD first request, no cost memory",
     "pool cold",
     "pool warm (calib)",
     "pool warm (served)",
@@ -280,6 +284,14 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
                     return serve(store, tr, detected[tr["name"]], ctx, dev, session[ctx])
                 return timed[pick]
 
+            def first_of_session(pick: str, tr: dict, ctx: int = ctx) -> tuple:
+                """A pick as the first request of a session with an empty verify cost table (a restart, or any
+                `dynadraft generate`, without the remembered costs): the cost stop learns the sizes as it goes."""
+                if pick in POOL_PICKS:
+                    return serve(calibrated(), tr, detected[tr["name"]], ctx, dev, {})
+                n = len(tr["output"])
+                return n, n / simulate([tr], grid[pick], ctx, dev, {})["tok_s"] * 1000.0
+
             def calibrated(k: int = class_prompts, ctx: int = ctx) -> SourceMemoryStore:
                 """A copy of the source memory a calibration of k prompts per class left, before any request."""
                 return fresh("calibrated", ctx, stores[k][ctx])
@@ -311,6 +323,7 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
                     "DD 1 prompt": as_served(picks[1][group(name)], tr, calibrated(1), timed),
                     "DD (engine rules)": as_served(picks[class_prompts][group(name)], tr, calibrated(), timed),
                     "DD served in order": in_order[name],
+                    "DD first request, no cost memory": first_of_session(picks[class_prompts][group(name)], tr),
                     "pool cold": serve(fresh(f"cold-{name}", ctx), tr, keys, ctx, dev, session[ctx]),
                     "pool warm (calib)": serve(calibrated(), tr, keys, ctx, dev, session[ctx]),
                     "pool warm (served)": serve(served_store, tr, keys, ctx, dev, session[ctx]),

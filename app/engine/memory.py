@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.policy.content_class import class_key
-from app.policy.source_memory import MEMORY_FILE, SourceMemoryStore, memory_identity
+from app.policy.source_memory import MEMORY_FILE, SourceMemoryStore, cost_identity, memory_identity
 from app.speculative import memory as sm
 from app.speculative.adaptive import AdaptiveLength, SourcePool
 from app.speculative.telemetry import SourceStats
@@ -35,8 +35,10 @@ def open_store(session: Session, cost_label: str | None = None) -> SourceMemoryS
         return None
     try:
         path = calibration_store(cfg.model, cfg.draft).root / MEMORY_FILE
-        identity = memory_identity(session_fingerprint(session)) + (f"#cost:{cost_label}" if cost_label else "")
-        return SourceMemoryStore(path, identity)
+        fp = session_fingerprint(session)
+        identity = memory_identity(fp) + (f"#cost:{cost_label}" if cost_label else "")
+        # A device profile replaces measured ms (cost_label): nothing measured to keep, so no verify costs then.
+        return SourceMemoryStore(path, identity, costs=None if cost_label else cost_identity(fp))
     except Exception as exc:  # the memory is an optimisation: a request must never fail for it
         log.warning("source memory off for this session: %s", exc)
         return None

@@ -252,6 +252,14 @@ def with_idle_reasons(per_source: dict[str, dict[str, Any]], reasons: dict[str, 
     return per_source
 
 
+def with_seeded_costs(warm: dict[str, Any] | None, seeded: int) -> dict[str, Any] | None:
+    """The request's source-memory record, saying how many verify batch sizes the session's cost table took from the
+    memory when this request was the first to need it (a restart's first request; every `dynadraft generate`)."""
+    if not seeded:
+        return warm
+    return {**(warm or {}), "verify_costs_from_memory": seeded}
+
+
 def within_vocab(
     tokens: list[int], dists: list[np.ndarray | None], n_vocab: int
 ) -> tuple[list[int], list[np.ndarray | None]]:
@@ -337,6 +345,7 @@ class Session:
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
         self._verify_ms: dict[int, float] = {}
+        self._verify_seeded = False  # the remembered table (source memory) was read into _verify_ms
         self._draft_ms: dict[str, float] = {}  # and each draft source's ms per drafted token (the pool's arms)
         # Verify batch sizes decoded at least once: a GPU builds a shape's kernels on its first use, so that first
         # sample is not a cost (nor is a request's first verify: cache warm-up after the prefill).
@@ -407,6 +416,24 @@ class Session:
             self._memory_opened = True
             self._memory = memory.open_store(self, self.pool_cost_label if self.pool_step_cost is not None else None)
         return self._memory
+
+    def _seed_verify_costs(self) -> int:
+        """Once per session, before its first request that learns verify costs: start from the table this engine
+        measured last time (source memory), so the cost stop neither drafts shallow for a request's first steps nor
+        pays again for each batch size it tries. Sizes this session measured already are kept. Returns how many
+        sizes came from the memory (0 after the first call)."""
+        if self._verify_seeded:
+            return 0
+        self._verify_seeded = True
+        store = self.source_memory()
+        if store is None:
+            return 0
+        saved = store.verify_costs()
+        for b, ms in saved.items():
+            self._verify_ms.setdefault(b, ms)
+        if saved:
+            log.info("verify costs of %d batch sizes from the source memory (%s)", len(saved), store.path)
+        return len(saved)
 
     def set_policy(self, policy: DynamicDraftPolicy) -> None:
         self.policy = policy
@@ -565,6 +592,11 @@ class Session:
             else:
                 run.stop_costs = CostModel(verify_ms=self._verify_ms)
         self.stats.start_request(record.content_class or CHAT)
+        # The pool, an adaptive length and a cost stop learn verify costs into the session's table (unless a device
+        # cost profile stands in for measured ms).
+        learners = (run.pool, run.adaptive, run.stop_costs)
+        measures_costs = self.pool_step_cost is None and any(x is not None for x in learners)
+        seeded = self._seed_verify_costs() if measures_costs else 0
         warm = None
         if run.pool is not None or run.adaptive is not None:
             store = self.source_memory()
@@ -611,6 +643,8 @@ class Session:
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
         n_gen = len(run.generated)
         memory.remember(self._memory, warm, run.pool, run.adaptive, settings.source, self.stats.request)
+        if measures_costs and self._verify_seeded and self._memory is not None:
+            self._memory.record_verify_costs(self._verify_ms)
         if run.pool is not None:
             self._draft_ms.update(run.pool.draft_costs())
         timings = Timings(
@@ -637,7 +671,7 @@ class Session:
                 per_source=with_idle_reasons(self.stats.request_summary(), run.idle_reasons),
                 content_class=self.stats.content_class,
                 content_subclass=record.content_subclass,
-                source_memory=warm.to_dict() if warm is not None else None,
+                source_memory=with_seeded_costs(warm.to_dict() if warm is not None else None, seeded),
                 # One more than the tokens when the run ended on an end token: the row that chose to stop.
                 margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
                 logprobs=tuple(run.logprobs),

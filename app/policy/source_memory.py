@@ -6,6 +6,11 @@ belongs to the pair and tokens/ms to the device) and, inside it, a map key -> so
 class or a sub-class's "copy_edit/near_copy" (app.policy.content_class.class_key). Writes are
 atomic (store.atomic_write_text) and throttled: at most one per `min_interval_s`, at the end of a request, plus a
 final flush at close. A damaged file is moved aside with a note and the memory starts empty: never a crash.
+
+Beside the sources, the file keeps each engine's verify cost table (ms per verify batch size, `verify_ms`, keyed by
+cost_identity: the target, device and the runtime settings that change a decode's time). The cost stop learns batch
+sizes one at a time, so a session that starts from nothing drafts shallow at first and pays once for every size it
+tries, a device's dear ones (a kernel cliff) included; a restarted engine starts from the sizes measured last time.
 """
 
 from __future__ import annotations
@@ -25,11 +30,40 @@ log = logging.getLogger(__name__)
 MEMORY_FILE = "source_memory.json"
 SCHEMA_VERSION = 1
 MAX_CLASS_NAME = 64
+MAX_VERIFY_ROWS = 4096  # far above any draft allocation: a larger batch size in the file is damage
 
 
 def memory_identity(fp: Fingerprint) -> str:
     """The key of one (model pair, device): what acceptance and cost belong to."""
     return f"{fp.target_sha256}+{fp.draft_sha256 or '-'}@{fp.backend}:{fp.device}"
+
+
+def cost_identity(fp: Fingerprint) -> str:
+    """The key of one verify cost table: the target on this device with the settings that change a decode's ms (the
+    draft model does not: a verify runs the target alone)."""
+    return (
+        f"{fp.target_sha256}@{fp.backend}:{fp.device}|{fp.llama_build}|ngl={fp.n_gpu_layers}|threads={fp.n_threads}"
+        f"|fa={fp.flash_attn}"
+    )
+
+
+def parse_verify_costs(data: Any) -> dict[str, dict[int, float]]:
+    """cost identity -> batch size -> ms, from the file's optional "verify_ms"; raises ValueError on anything else."""
+    raw = data.get("verify_ms", {})
+    if not isinstance(raw, dict):
+        raise ValueError("'verify_ms' must be an object")
+    out: dict[str, dict[int, float]] = {}
+    for ident, table in raw.items():
+        if not isinstance(table, dict):
+            raise ValueError(f"verify costs {ident!r}: must map batch sizes to ms")
+        out[ident] = {}
+        for b, ms in table.items():
+            if not (isinstance(b, str) and b.isdigit() and 1 <= int(b) <= MAX_VERIFY_ROWS):
+                raise ValueError(f"verify costs {ident!r}: batch size {b!r} is not in 1..{MAX_VERIFY_ROWS}")
+            if isinstance(ms, bool) or not isinstance(ms, int | float) or not 0.0 < ms < 1e7:
+                raise ValueError(f"verify costs {ident!r}: {b} rows must cost a positive number of ms")
+            out[ident][int(b)] = float(ms)
+    return out
 
 
 def parse_memory(data: Any) -> dict[str, dict[str, dict[str, ArmMemory]]]:
@@ -54,14 +88,17 @@ def parse_memory(data: Any) -> dict[str, dict[str, dict[str, ArmMemory]]]:
 class SourceMemoryStore:
     """The remembered source statistics of one engine identity; loads once, blends each request in, saves atomically."""
 
-    def __init__(self, path: Path, identity: str, min_interval_s: float = 1.0) -> None:
+    def __init__(self, path: Path, identity: str, min_interval_s: float = 1.0, costs: str | None = None) -> None:
+        """`costs`: this engine's cost identity (cost_identity), under which its verify cost table is kept."""
         self.path = path
         self.identity = identity
+        self.cost_identity = costs
         self.min_interval_s = min_interval_s
         self.note: str | None = None  # set when a damaged file was moved aside (shown in responses and logs)
         self.writes = 0
         self._dirty = False
         self._last_write = -float("inf")
+        self._costs: dict[str, dict[int, float]] = {}
         self._all = self._load()
 
     def _load(self) -> dict[str, dict[str, dict[str, ArmMemory]]]:
@@ -74,7 +111,10 @@ class SourceMemoryStore:
             log.warning("%s", self.note)
             return {}
         try:
-            return parse_memory(json.loads(raw))
+            data = json.loads(raw)
+            pairs = parse_memory(data)
+            self._costs = parse_verify_costs(data)
+            return pairs
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
             try:
@@ -103,6 +143,21 @@ class SourceMemoryStore:
                 if outcome.idle and name not in sources:
                     continue
                 sources[name] = blend(sources.get(name), outcome)
+        self._changed(now)
+
+    def verify_costs(self) -> dict[int, float]:
+        """This engine's remembered verify ms per batch size (empty without a cost identity or a table)."""
+        return dict(self._costs.get(self.cost_identity, {})) if self.cost_identity else {}
+
+    def record_verify_costs(self, table: dict[int, float], now: float | None = None) -> None:
+        """Keep the session's verify cost table (written with the next write, or at flush)."""
+        if not self.cost_identity or not table:
+            return
+        self._costs[self.cost_identity] = {b: ms for b, ms in table.items() if 1 <= b <= MAX_VERIFY_ROWS and ms > 0}
+        self._changed(now)
+
+    def _changed(self, now: float | None) -> None:
+        """Something to save: write now if the last write is old enough, else at the next one (or the flush)."""
         self._dirty = True
         t = time.monotonic() if now is None else now
         if t - self._last_write >= self.min_interval_s:
@@ -118,6 +173,9 @@ class SourceMemoryStore:
             "pairs": {
                 ident: {c: {s: m.to_dict() for s, m in srcs.items()} for c, srcs in classes.items()}
                 for ident, classes in self._all.items()
+            },
+            "verify_ms": {
+                ident: {str(b): round(ms, 4) for b, ms in sorted(table.items())} for ident, table in self._costs.items()
             },
         }
         try:

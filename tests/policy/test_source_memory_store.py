@@ -72,3 +72,28 @@ def test_a_subclass_falls_back_per_source_to_its_class(tmp_path: Path) -> None:
     # An unknown sub-class (or one of another class) is the class alone: the key set stays fixed
     odd = warm_start(store, "chat", SourcePool(["lookup"], 1, 6), None, "pool", "near_copy")
     assert odd is not None and odd.keys == ("chat",) and odd.to_dict()["subclass"] is None
+
+
+def test_verify_costs_are_kept_per_cost_identity_beside_the_sources(tmp_path: Path) -> None:
+    path = tmp_path / MEMORY_FILE
+    SourceMemoryStore(path, "A").record("code", _outcome(0.03))  # a file from before verify costs: no "verify_ms"
+    store = SourceMemoryStore(path, "A", costs="T@vulkan:gpu|fa=on")
+    assert store.verify_costs() == {} and store.note is None
+    store.record_verify_costs({1: 17.0, 2: 20.0, 9: 230.7})
+    store.flush()
+    assert SourceMemoryStore(path, "A", costs="T@vulkan:gpu|fa=on").verify_costs() == {1: 17.0, 2: 20.0, 9: 230.7}
+    assert SourceMemoryStore(path, "A", costs="T@vulkan:gpu|fa=off").verify_costs() == {}  # other settings: own table
+    assert SourceMemoryStore(path, "A").verify_costs() == {}  # no cost identity (a device profile): none
+    assert SourceMemoryStore(path, "A").get("code")["lookup"].requests == 1  # the sources are untouched
+
+
+@pytest.mark.parametrize(
+    "costs",
+    [[1, 2], {"T": {"0": 5.0}}, {"T": {"two": 5.0}}, {"T": {"2": -1.0}}, {"T": {"2": True}}, {"T": {"2": 1e300}}],
+)
+def test_damaged_verify_costs_move_the_file_aside(tmp_path: Path, costs: object) -> None:
+    path = tmp_path / MEMORY_FILE
+    path.write_text(json.dumps({"schema_version": 1, "pairs": {}, "verify_ms": costs}))
+    store = SourceMemoryStore(path, "A", costs="T")
+    assert store.note and "damaged" in store.note and store.verify_costs() == {}
+    assert list(tmp_path.glob(f"{MEMORY_FILE}.damaged-*"))
