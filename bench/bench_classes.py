@@ -475,7 +475,7 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
     """SIMULATED per context: each policy's mix tok/s from the traces on the H200 cost curves. DD's picks are made on
     the simulated calibration-prompt traces: per sub-class, else per class (class-aware), per class only (class-only,
     as before sub-classes), or the general one (context-only)."""
-    from simulate import CostCurve, Device, replay_controlled, simulate
+    from simulate import CostCurve, Device, session_table, simulate
 
     from app.calibration.runner import candidates
 
@@ -493,13 +493,8 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
 
     out = []
     for ctx in dev.target.depths:
-        # One engine session's verify cost table (Session._verify_ms), warmed over every trace and controlled
-        # setting: the engine's table is per session, so a prompt's cost stop does not rediscover each batch size.
-        session: dict[int, float] = {}
-        for tr in traces:
-            for s in grid:
-                if s.adaptive or s.cost_stop or s.source == "pool":
-                    replay_controlled(tr, s, ctx, dev, session)
+        # The engine's verify cost table is per session, so a prompt's cost stop does not rediscover each batch size.
+        session = session_table(traces, grid, ctx, dev)
 
         def tps(tr: dict, s, ctx: int = ctx, session: dict = session) -> tuple[int, float]:  # type: ignore[no-untyped-def]
             r = simulate([tr], s, ctx, dev, session)

@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_classes import HELD_OUT, _mix, calib_name, held_out_classes, interleaved  # noqa: E402
-from simulate import CostCurve, Device, draft_step, replay_controlled, simulate, step_ms  # noqa: E402
+from simulate import CostCurve, Device, draft_step, replay_controlled, session_table, simulate, step_ms  # noqa: E402
 
 from app.calibration.runner import candidates  # noqa: E402
 from app.engine import memory  # noqa: E402
@@ -65,7 +65,6 @@ from app.speculative.settings import SpecSettings  # noqa: E402
 from app.speculative.telemetry import SourceStats  # noqa: E402
 
 POOL = SpecSettings("pool", 16, 0, 0.0, cost_stop=True)  # the quick grid's pool (app.calibration.runner.candidates)
-POOL_PICKS = ("pool warm", POOL.label())
 MAX_STEP = 16  # the engine's default draft allocation (draft_n_max_cap), the ceiling's longest draft
 POLICIES = (
     "DD 1 prompt",
@@ -230,13 +229,7 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
         # The engine session's verify cost table (Session._verify_ms): one per session, shared by every request and
         # setting. Before the calibration's timed runs it has served requests, so every batch size the cost stop
         # and the controllers reach is measured: one uncounted pass over the traces with each controlled setting.
-        session: dict[int, dict[int, float]] = {}
-        for ctx in dev.target.depths:
-            session[ctx] = {}
-            for tr in traces:
-                for s in grid.values():
-                    if s.adaptive or s.cost_stop or s.source == "pool":
-                        replay_controlled(tr, s, ctx, dev, session[ctx])
+        session = {ctx: session_table(traces, grid.values(), ctx, dev) for ctx in dev.target.depths}
 
         def tps(tr: dict, s: SpecSettings, ctx: int) -> tuple[int, float]:
             r = simulate([tr], s, ctx, dev, session[ctx])
@@ -280,14 +273,14 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
 
             def as_served(pick: str, tr: dict, store: SourceMemoryStore, timed: dict, ctx: int = ctx) -> tuple:
                 """A pick as the engine serves it: a pool pick warm from `store` (and into it), else its static row."""
-                if pick in POOL_PICKS:
+                if pick == POOL.label():
                     return serve(store, tr, detected[tr["name"]], ctx, dev, session[ctx])
                 return timed[pick]
 
             def first_of_session(pick: str, tr: dict, ctx: int = ctx) -> tuple:
                 """A pick as the first request of a session with an empty verify cost table (a restart, or any
                 `dynadraft generate`, without the remembered costs): the cost stop learns the sizes as it goes."""
-                if pick in POOL_PICKS:
+                if pick == POOL.label():
                     return serve(calibrated(), tr, detected[tr["name"]], ctx, dev, {})
                 n = len(tr["output"])
                 return n, n / simulate([tr], grid[pick], ctx, dev, {})["tok_s"] * 1000.0

@@ -32,6 +32,7 @@ import csv
 import json
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -263,6 +264,24 @@ def engine_check(runs: list[dict], dev: Device) -> list:
     return rows
 
 
+def controlled(s: SpecSettings) -> bool:
+    """Whether a setting learns verify costs into the session's table (an adaptive length, the pool, a cost stop)."""
+    return s.adaptive or s.source == "pool" or s.cost_stop
+
+
+def session_table(
+    traces: list[dict], settings: Collection[SpecSettings], context: float, dev: Device
+) -> dict[int, float]:
+    """An engine session's verify cost table (Session._verify_ms) after it has served every trace once with every
+    controlled setting: the state a calibrated session is in, every batch size those settings reach measured."""
+    table: dict[int, float] = {}
+    for tr in traces:
+        for s in settings:
+            if controlled(s):
+                replay_controlled(tr, s, context, dev, table)
+    return table
+
+
 def simulate(
     traces: list[dict], s: SpecSettings, context: float, dev: Device, session: dict[int, float] | None = None
 ) -> dict:
@@ -271,13 +290,13 @@ def simulate(
     it, the table is warmed by one uncounted pass over these traces alone."""
     tokens = ms = 0.0
     drafted = accepted = nsteps = 0
-    controlled = s.adaptive or s.source == "pool" or s.cost_stop
+    learns = controlled(s)
     verify_ms: dict[int, float] = dict(session or {})
-    if controlled and session is None:  # the session has served requests before: warm its verify table, uncounted
+    if learns and session is None:  # the session has served requests before: warm its verify table, uncounted
         for tr in traces:
             replay_controlled(tr, s, context, dev, verify_ms)
     for tr in traces:
-        steps = replay_controlled(tr, s, context, dev, verify_ms) if controlled else replay(tr, s)
+        steps = replay_controlled(tr, s, context, dev, verify_ms) if learns else replay(tr, s)
         # the first token (from the prompt's logits) is emitted at t=0 like the engine's timer; steps make the rest
         tokens += 1 + sum(a + 1 for _, _, a, _ in steps)
         ms += steps_ms(steps, context, dev)

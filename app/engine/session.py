@@ -643,7 +643,7 @@ class Session:
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
         n_gen = len(run.generated)
         memory.remember(self._memory, warm, run.pool, run.adaptive, settings.source, self.stats.request)
-        if measures_costs and self._verify_seeded and self._memory is not None:
+        if measures_costs and self._memory is not None:  # _seed_verify_costs opened the memory
             self._memory.record_verify_costs(self._verify_ms)
         if run.pool is not None:
             self._draft_ms.update(run.pool.draft_costs())
