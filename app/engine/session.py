@@ -44,7 +44,7 @@ from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, cost
 from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
 from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
-from app.speculative.sources import Draft, DraftSource, SourceEnv, load_draft_model, takes_floors
+from app.speculative.sources import Draft, DraftSource, SourceEnv, catch_up_ms, load_draft_model, takes_floors
 from app.speculative.telemetry import SourceStats, SpecStats
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
@@ -243,6 +243,14 @@ class _Run:
     stop_costs: CostModel | None = None
     stop_learns: bool = True
     verify_warm: bool = False  # a verify already ran in this request (the first one's ms include one-off work)
+    # Pool sources with their own KV cache (a draft model): how many leading tokens of the history it holds, read once
+    # per request and then followed step by step; the rest is the catch-up its next draft pays (see SourcePool).
+    kv_held: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def remaining(self) -> int:
+        """Tokens still wanted at most (the reply may end sooner)."""
+        return self.request.max_tokens - len(self.generated)
 
 
 def with_idle_reasons(per_source: dict[str, dict[str, Any]], reasons: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -250,6 +258,11 @@ def with_idle_reasons(per_source: dict[str, dict[str, Any]], reasons: dict[str, 
     for name, why in reasons.items():
         per_source.setdefault(name, SourceStats().to_dict())["idle_reason"] = why  # zeros where it never ran
     return per_source
+
+
+def catch_up_reason(ms: float) -> str:
+    """Why the pool never tried a source whose catch-up (prefilling what it had not seen) cost `ms`."""
+    return f"not tried: prefilling the text it had not seen (~{ms:.0f} ms) would not pay back within max_tokens"
 
 
 def with_seeded_costs(warm: dict[str, Any] | None, seeded: int) -> dict[str, Any] | None:
@@ -355,6 +368,9 @@ class Session:
         # Optional device cost profile for the pool (see SourcePool) and for the cost stop of a non-adaptive request.
         self.pool_step_cost = None
         self.pool_cost_label: str | None = None  # names that profile: its rewards get a source memory of their own
+        # The pool weighs a draft model's catch-up against the tokens still wanted (False: the choice before
+        # 2026-12-02, kept for bench/bench_catch_up.py's side-by-side).
+        self.weigh_catch_up = True
         self._caps = DraftCaps(depth_cap, self.draft_model is not None, frozenset(self.missing))
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
@@ -637,6 +653,10 @@ class Session:
                 break
             yield from self._step(run)
 
+        if run.pool is not None:
+            for name, ms in run.pool.priced_out.items():
+                if not run.pool.arms[name].drafted_yet:
+                    run.idle_reasons.setdefault(name, catch_up_reason(ms))
         tail = run.stream.flush()
         if tail or run.logprobs_pending:
             yield TextEvent(tail, 0, 0, tuple(run.logprobs_pending))
@@ -723,7 +743,8 @@ class Session:
                         continue
                     peeks[name] = peek
                 available.add(name)
-            name, k = run.pool.choose(available, {n: len(p.tokens) for n, p in peeks.items()})
+            offers = {n: len(p.tokens) for n, p in peeks.items()}
+            name, k = run.pool.choose(available, offers, self._catch_up(run, history, available), run.remaining)
             run.arm = name
             run.peeks = {n: list(p.tokens) for n, p in peeks.items() if n != name}
             if name == registry.NONE:
@@ -733,6 +754,21 @@ class Session:
         if s.is_plain:
             return None, 0, None
         return self.sources.get(s.source), (run.adaptive.next_length() if run.adaptive else s.n_max), None
+
+    def _catch_up(self, run: _Run, history: list[int], available: set[str]) -> dict[str, float] | None:
+        """Each available pool source's one-off ms before its next draft (None under a device cost profile: its
+        units are not ms)."""
+        if self.pool_step_cost is not None or not self.weigh_catch_up:
+            return None
+        out = {}
+        for name in available:
+            src = self.sources[name]
+            if not hasattr(src, "kv_prefix"):
+                continue
+            if name not in run.kv_held:
+                run.kv_held[name] = src.kv_prefix(history)
+            out[name] = catch_up_ms(src, history, run.kv_held[name])
+        return out
 
     def _step(self, run: _Run) -> Iterator[Event]:
         """One speculative step: draft, verify [last] + draft in one target decode, restore after a rejection,
@@ -749,6 +785,8 @@ class Session:
         verify_ms = (time.perf_counter() - t0) * 1000.0
         if draft.src is not None:
             draft.src.rollback(n_kv + 1 + a)
+            if draft.depth > 0 and draft.src.name in run.kv_held:  # it proposed: its KV now holds what was committed
+                run.kv_held[draft.src.name] = n_kv + 1 + a
         n_before = len(run.generated)
         committed = [*draft.tokens[:a], verdict.next_token]
         rows = len(draft.tokens) + 1
@@ -774,7 +812,7 @@ class Session:
         """Pick this step's source and depth and let it propose; an empty draft means a plain decode."""
         ctx = self.ctx
         s = run.settings
-        remaining = run.request.max_tokens - len(run.generated)
+        remaining = run.remaining
         src, depth, ready = self._source_for_step(run, history)
         # Never draft past the context window or the tokens still wanted (the target adds one of its own).
         room = max(0, min(ctx.n_ctx - len(history) - 1, remaining - 1, ctx.n_batch - 1))

@@ -19,7 +19,9 @@ lookup) offers its proposal before the choice, which caps its length, and is sco
 it did not run (its proposal is compared with the tokens the target committed), so its estimate follows the text
 even while another source runs: it takes over as soon as the reply starts copying, and hands back when copying
 stops. A source that cannot be shadow-scored (the draft model would have to decode to be scored) is probed now and
-then when it is not chosen, so a bad start is not believed forever.
+then when it is not chosen, so a bad start is not believed forever. A draft model that has not seen the prompt (or
+the reply so far) must prefill it before its first draft: the pool counts that catch-up against the tokens still
+wanted, so a short reply does not pay half a second to try a source that gains a few ms per token.
 """
 
 from __future__ import annotations
@@ -231,6 +233,7 @@ class AdaptiveLength:
 
 
 PROBE_EVERY = 16  # a source that is neither chosen nor shadow-scored is tried once after this many steps
+PROBE_BUDGET = 0.05  # a probe that needs a catch-up may cost at most this share of the request's rest at plain speed
 
 
 @dataclass
@@ -279,39 +282,91 @@ class SourcePool:
                 cm.draft_ms_per_token = draft_ms[name]
             self.arms[name] = _Arm(length)
         self.total = 0  # steps chosen, remembered pulls included (the source memory's warm start adds them)
+        self._catch_up: dict[str, float] = {}  # this step's (see choose)
+        # Sources its catch-up kept out (name -> that catch-up's ms) since they last ran: the response says so.
+        self.priced_out: dict[str, float] = {}
+        self._remaining: int | None = None
 
-    def choose(self, available: set[str] | None = None, offers: dict[str, int] | None = None) -> tuple[str, int]:
+    def choose(
+        self,
+        available: set[str] | None = None,
+        offers: dict[str, int] | None = None,
+        catch_up_ms: dict[str, float] | None = None,
+        remaining: int | None = None,
+    ) -> tuple[str, int]:
         """(source, draft length) for the next step, among the `available` sources (default all).
 
         offers: the proposal length of each source that peeked (prompt lookup); it caps that source's length.
         Availability is the context the choice conditions on: prompt lookup only competes on steps where it found
         a match, so a preamble with no match cannot teach the pool that lookup is useless before the copying starts.
+        catch_up_ms: the one-off ms a source pays before its next draft (a draft model prefilling the prompt and
+        reply it has not seen); remaining: the tokens still wanted at most. Together they amortise that cost (see
+        _amortised): on a short reply a draft model that gains a little per token cannot win back its catch-up.
         """
         self.total += 1
         offers = offers or {}
+        self._catch_up = catch_up_ms or {}
+        self._remaining = remaining
         arms = {n: a for n, a in self.arms.items() if available is None or n in available or n == "none"}
         for arm in self.arms.values():
             arm.idle_steps += 1
         # Warm-up and probes are only for a source that could pay here: one that loses to plain decoding even if every
         # token it drafts were accepted (a small CPU, where verifying 2 rows costs ~2 decodes) is never worth a try.
         for name, arm in arms.items():
-            if arm.pulls < WARMUP_PULLS and not arm.shadowed and self._could_pay(name, offers):
-                return name, self._length(name, offers) if name != "none" else 0
+            if arm.pulls < WARMUP_PULLS and not arm.shadowed and self._could_pay(name, offers, amortise=False):
+                if self._could_pay(name, offers):
+                    return self._chosen(name, self._length(name, offers) if name != "none" else 0)
+                self._price_out(name)
         for name, arm in arms.items():  # never chosen nor scored for a while: its estimate may be stale
             if name != "none" and name not in offers and arm.idle_steps > PROBE_EVERY and self._could_pay(name, {}):
-                return name, max(self.arms[name].length.n_min, 1)
+                if self._probe_affordable(name):
+                    return self._chosen(name, max(self.arms[name].length.n_min, 1))
+                self._price_out(name)
         best, best_k = "none", 0
-        best_score = self._plain_rate()
+        best_score = plain = self._plain_rate()
         for name, arm in arms.items():
             if name == "none":
                 continue
             lo, hi = self._lengths(name, offers)
             if hi < lo:
                 continue
-            k, score = best_rate(arm.length.acceptance, arm.length.cost, lo, hi, allow_zero=False)
+            k, raw = best_rate(arm.length.acceptance, arm.length.cost, lo, hi, allow_zero=False)
+            score = self._amortised(name, raw)
+            if raw > plain >= score:
+                self._price_out(name)
             if score > best_score:
                 best, best_k, best_score = name, k, score
-        return best, best_k
+        return self._chosen(best, best_k)
+
+    def _chosen(self, name: str, k: int) -> tuple[str, int]:
+        self.priced_out.pop(name, None)
+        return name, k
+
+    def _price_out(self, name: str) -> None:
+        self.priced_out[name] = self._catch_up.get(name, 0.0)
+
+    def _amortised(self, name: str, rate: float) -> float:
+        """`name`'s tokens per ms over the rest of the request once its catch-up is paid: R tokens at `rate` plus the
+        one-off ms. R is an upper bound (a reply may end sooner), so this never refuses a source that the whole
+        budget of tokens would pay back."""
+        c = self._catch_up.get(name, 0.0)
+        if c <= 0.0 or self._remaining is None or rate <= 0.0 or not self._decode_measured():
+            return rate
+        r = max(self._remaining, 1)
+        return r / (r / rate + c)
+
+    def _probe_affordable(self, name: str) -> bool:
+        """A probe tests a stale estimate at the price of one step, which is cheap, unless the source must catch up
+        first: then it may cost at most PROBE_BUDGET of the rest of the request at plain speed (bounded regret)."""
+        c = self._catch_up.get(name, 0.0)
+        if c <= 0.0 or self._remaining is None or not self._decode_measured():
+            return True
+        return c <= PROBE_BUDGET * self._remaining / self._plain_rate()
+
+    def _decode_measured(self) -> bool:
+        """Whether plain decoding's ms are measured: before that its cost is a prior in no unit, and a catch-up in
+        ms cannot be weighed against it."""
+        return 1 in self.arms["none"].length.cost.verify_ms
 
     def _lengths(self, name: str, offers: dict[str, int]) -> tuple[int, int]:
         """The draft lengths `name` may run this step, [lo, hi] (a peeked proposal caps it; empty when hi < lo)."""
@@ -322,12 +377,14 @@ class SourcePool:
         """Plain decoding's tokens per ms: one token per 1-row decode."""
         return 1.0 / self.arms["none"].length.cost.step(0)
 
-    def _could_pay(self, name: str, offers: dict[str, int]) -> bool:
-        """Whether `name` beats plain decoding at some allowed length if all its tokens were accepted."""
+    def _could_pay(self, name: str, offers: dict[str, int], amortise: bool = True) -> bool:
+        """Whether `name` beats plain decoding at some allowed length if all its tokens were accepted (its catch-up
+        amortised over the rest of the request, unless not `amortise`)."""
         if name == "none":
             return True
         cost, (lo, hi), plain = self.arms[name].length.cost, self._lengths(name, offers), self._plain_rate()
-        return any((k + 1) / cost.step(k) > plain for k in range(lo, hi + 1))
+        rates = ((k + 1) / cost.step(k) for k in range(lo, hi + 1))
+        return any((self._amortised(name, r) if amortise else r) > plain for r in rates)
 
     def draft_costs(self) -> dict[str, float]:
         """Each drafting source's measured draft ms per token (for the session's next requests)."""

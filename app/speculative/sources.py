@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # llama.cpp loads with the first model, not with this module 
 # texts must agree from this id on (the first few ids are control tokens that families number differently).
 VOCAB_MAX_SIZE_DIFFERENCE = 128
 VOCAB_CHECK_START_TOKEN_ID = 5
+CATCH_UP_SAMPLE = 16  # a draft model's prefill of at least this many tokens measures its prefill speed
 
 
 @dataclass
@@ -198,6 +199,13 @@ def _pick_draft_token(
     return draw(q, rng), float(q.max()), q
 
 
+def catch_up_ms(source: object, history: Sequence[int], held: int) -> float:
+    """The one-off ms `source` pays before drafting after `history` when its KV holds `held` tokens of it: the
+    missing tokens at its measured prefill speed (0 for a source without a KV cache, or not measured yet)."""
+    per = getattr(source, "prefill_ms_per_token", None)
+    return 0.0 if per is None else max(0, len(history) - 1 - held) * per
+
+
 def takes_floors(source: object) -> bool:
     """Whether `source.propose` accepts the cost stop's `floors` (a third-party or older source may not)."""
     try:
@@ -265,6 +273,9 @@ class DraftModelSource:
         # Recurrent/hybrid drafts: the state at the committed history, taken before drafting past it, so that a
         # rollback restores it instead of re-prefilling everything (the same rule as the target's verify).
         self._checkpoint: tuple[bytes, list[int]] | None = None
+        # Measured ms per token of a catch-up prefill (an EMA; None until one of CATCH_UP_SAMPLE tokens ran): what
+        # the pool charges before this source's first draft in a request (see kv_prefix).
+        self.prefill_ms_per_token: float | None = None
 
     @classmethod
     def create(cls, env: SourceEnv) -> DraftModelSource | None:
@@ -296,7 +307,12 @@ class DraftModelSource:
         rest = history[len(ctx.tokens) :]
         if any(not 0 <= t < ctx.n_vocab for t in rest):
             return False
+        t0 = time.perf_counter()
         ctx.prefill(rest)
+        if len(rest) >= CATCH_UP_SAMPLE:  # a few tokens are a decode, not a prefill: their ms/token would mislead
+            per = (time.perf_counter() - t0) * 1000.0 / len(rest)
+            old = self.prefill_ms_per_token
+            self.prefill_ms_per_token = per if old is None else old + 0.3 * (per - old)
         if ctx.model.is_recurrent:
             from app.runtime.llama import LlamaError  # loaded by now: this context exists
 
@@ -335,6 +351,12 @@ class DraftModelSource:
         )
         out.draft_ms = (time.perf_counter() - t0) * 1000.0
         return out
+
+    def kv_prefix(self, history: Sequence[int]) -> int:
+        """How many leading tokens of `history` its KV cache already holds: the rest is its catch-up."""
+        from app.runtime.llama import common_prefix
+
+        return common_prefix(self.ctx.tokens, history)
 
     def rollback(self, n_committed: int) -> None:
         if self.ctx.truncate(n_committed):

@@ -194,3 +194,82 @@ def test_a_sources_first_draft_in_a_request_is_not_a_cost_sample() -> None:
     pool.observe("draft", 2, 2, 3, 40.0, 65.0)
     assert pool.arms["draft"].length.cost.draft_ms_per_token == 20.0
     assert pool.draft_costs() == {"draft": 20.0}
+
+
+# The 1.5B target on this CPU (../shared/MODELS.md: a verify of 2 rows costs 1.8 decodes): a cheap draft could pay
+# a few ms per token when always right.
+MILD_CPU_VERIFY = {b: 40.0 * (1 + 0.8 * (b - 1)) for b in range(1, 18)}
+
+
+def _catch_up_run(catch_up_ms: float, remaining: int, steps: int = 40) -> tuple[SourcePool, list[str]]:
+    """A fresh pool (draft cost known, acceptance not) whose draft model must first prefill `catch_up_ms` of
+    text it has not seen; the catch-up is gone once it drafted (its KV then follows the reply)."""
+    pool = SourcePool(["draft"], 0, 8, verify_ms=dict(MILD_CPU_VERIFY), draft_ms={"draft": 4.0})
+    picks, caught_up = [], False
+    for i in range(steps):
+        left = remaining - i
+        name, k = pool.choose(None, None, {"draft": 0.0 if caught_up else catch_up_ms}, left)
+        picks.append(name)
+        if name == "none":
+            pool.observe("none", 0, 0, 1, 0.0, MILD_CPU_VERIFY[1])
+        else:
+            caught_up = True
+            pool.observe(name, k, k, k + 1, 4.0 * k, MILD_CPU_VERIFY[k + 1])
+    return pool, picks
+
+
+def test_a_catch_up_the_rest_of_the_reply_cannot_win_back_keeps_a_source_out() -> None:
+    """A 64-token reply gains at most ~4 of 40 ms per token from this draft, far less than 800 ms of catch-up:
+    no warm-up, no probe, and the pool says why. A 2,000-token reply can win it back: the draft is tried."""
+    short, picks = _catch_up_run(800.0, remaining=64)
+    assert "draft" not in picks
+    assert short.priced_out == {"draft": 800.0}
+    long, picks = _catch_up_run(800.0, remaining=2000)
+    assert picks[0] == "draft" and long.priced_out == {}
+
+
+def test_without_a_catch_up_the_pool_chooses_as_before() -> None:
+    """No catch-up (or none measured) leaves every choice to the per-step rates."""
+    for catch_up in (0.0, None):
+        pool = SourcePool(["draft"], 0, 8, verify_ms=dict(MILD_CPU_VERIFY), draft_ms={"draft": 4.0})
+        plain = SourcePool(["draft"], 0, 8, verify_ms=dict(MILD_CPU_VERIFY), draft_ms={"draft": 4.0})
+        for _ in range(30):
+            a = pool.choose(None, None, None if catch_up is None else {"draft": catch_up}, 64)
+            assert a == plain.choose()
+            for p in (pool, plain):
+                name, k = a
+                p.observe(name, k, k // 2, k // 2 + 1, 4.0 * k, MILD_CPU_VERIFY[k + 1])
+
+
+def test_a_catch_up_cannot_be_weighed_before_plain_decoding_is_measured() -> None:
+    """The pool's plain cost is a unitless prior until a 1-row decode was timed: ms of catch-up are not compared."""
+    pool = SourcePool(["draft"], 0, 8, verify_ms={})
+    assert pool.choose(None, None, {"draft": 10_000.0}, 8)[0] == "draft"  # its warm-up, as without a catch-up
+
+
+def test_a_probe_needing_a_catch_up_costs_at_most_its_budget() -> None:
+    """Once the draft is known to fail, a probe after a catch-up is allowed only while that catch-up is within
+    PROBE_BUDGET of the rest of the request at plain speed."""
+    from app.speculative.adaptive import PROBE_BUDGET, PROBE_EVERY
+
+    def probes(catch_up: float, remaining: int) -> int:
+        pool = SourcePool(["draft"], 0, 8, verify_ms=dict(GPU_VERIFY), draft_ms={"draft": 0.3})
+        for _ in range(40):  # the draft keeps failing: plain wins from then on, apart from probes
+            name, k = pool.choose()
+            if name == "draft":
+                pool.observe("draft", k, 0, 1, 0.3 * k, GPU_VERIFY[k + 1])
+            else:
+                pool.observe("none", 0, 0, 1, 0.0, GPU_VERIFY[1])
+        n = 0
+        for _ in range(3 * PROBE_EVERY):
+            name, k = pool.choose(None, None, {"draft": catch_up}, remaining)
+            if name == "draft":
+                n += 1
+                pool.observe("draft", max(k, 1), 0, 1, 0.3, GPU_VERIFY[2])
+            else:
+                pool.observe("none", 0, 0, 1, 0.0, GPU_VERIFY[1])
+        return n
+
+    budget = PROBE_BUDGET * 1000 * GPU_VERIFY[1]  # ms of plain decoding the probe may cost over 1,000 tokens
+    assert probes(0.9 * budget, 1000) >= 2
+    assert probes(1.1 * budget, 1000) == 0
