@@ -53,7 +53,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_classes import HELD_OUT, _mix, calib_name, held_out_classes, interleaved  # noqa: E402
-from simulate import CostCurve, Device, draft_step, replay_controlled, session_table, simulate, step_ms  # noqa: E402
+from simulate import (  # noqa: E402
+    CostCurve,
+    Device,
+    catch_up_rate,
+    draft_step,
+    replay_controlled,
+    session_table,
+    simulate,
+    step_ms,
+)
 
 from app.calibration.runner import candidates  # noqa: E402
 from app.engine import memory  # noqa: E402
@@ -96,12 +105,20 @@ def _stats(steps: list, ctx: float, dev: Device) -> dict[str, SourceStats]:
 
 
 def serve(
-    store: SourceMemoryStore, trace: dict, keys: tuple[str, str | None], ctx: float, dev: Device, verify_ms: dict
+    store: SourceMemoryStore,
+    trace: dict,
+    keys: tuple[str, str | None],
+    ctx: float,
+    dev: Device,
+    verify_ms: dict,
+    first_turn: bool = False,
 ) -> tuple[int, float]:
-    """One pool request through the engine's warm start and remember; (tokens, ms) of the trace."""
+    """One pool request through the engine's warm start and remember; (tokens, ms) of the trace. `first_turn`: the
+    draft model has not seen the prompt (see simulate.replay_controlled)."""
     pool = SourcePool(["draft", "lookup"], POOL.n_min, POOL.n_max, verify_ms=verify_ms)
     ws = memory.warm_start(store, keys[0], pool, None, POOL.source, keys[1])
-    steps = replay_controlled(trace, POOL, ctx, dev, verify_ms, pool=pool)
+    behind = int(ctx) if first_turn and dev.draft_prefill is not None else 0
+    steps = replay_controlled(trace, POOL, ctx, dev, verify_ms, pool=pool, behind=behind)
     memory.remember(store, ws, pool, None, POOL.source, _stats(steps, ctx, dev))
     # the first token comes from the prompt's logits at t=0, as in simulate()
     n = 1 + sum(a + 1 for _, _, a, _ in steps)
@@ -119,34 +136,41 @@ verify (8 rows) stays below the H200 cost curves' cliff between 8 and 10 rows (s
 the 10-row price, ~4x an 8-row step), and copy_edit's own static pick n4,p0."""
 
 
-def lookup_first(trace: dict, ctx: float, dev: Device) -> tuple[int, float]:
+def lookup_first(trace: dict, ctx: float, dev: Device, first_turn: bool = False) -> tuple[int, float]:
     """(tokens, ms) of a per-step rule the engine does not have: prompt lookup whenever it has a proposal, else the
     draft model. Causal (it reads only whether lookup proposes at this step), so a policy could run it."""
     look, drafting = LOOKUP_FIRST
     n = len(trace["output"])
     k, sync, depth, ms = 1, 1, ctx, 0.0
+    behind = int(ctx) if first_turn and dev.draft_prefill is not None else 0
     while k < n:
         s = look if trace["lookup"][k][0] > 0 else drafting
         d = min(s.n_max, n - k - 1)
         drafted, accepted = draft_step(trace, k, s, d) if d > 0 else (0, 0)
-        ms += step_ms((s.source if d > 0 else "none", drafted, accepted, sync), depth, dev)
+        runs_draft = s.source == "draft" and d > 0
+        ms += step_ms(
+            (s.source if d > 0 else "none", drafted, accepted, sync + (behind if runs_draft else 0)), depth, dev
+        )
         sync = 2 if (s.source == "draft" and drafted > 0 and accepted == drafted) else 1
+        behind = 0 if runs_draft else (behind + accepted + 1 if behind else 0)
         k += accepted + 1
         depth += accepted + 1
     return n, ms
 
 
-def ceiling(trace: dict, ctx: float, dev: Device) -> tuple[int, float]:
-    """(tokens, ms) of the fastest per-step choice in hindsight (source and length per step; dynamic programming)."""
+def ceiling(trace: dict, ctx: float, dev: Device, first_turn: bool = False) -> tuple[int, float]:
+    """(tokens, ms) of the fastest per-step choice in hindsight (source and length per step; dynamic programming).
+    `first_turn`: the draft model's first draft decodes every token before it (the prompt and the reply so far)."""
     n = len(trace["output"])
+    fresh = first_turn and dev.draft_prefill is not None
 
     @cache
-    def best(k: int, sync: int) -> float:
+    def best(k: int, sync: int, caught: bool = not fresh) -> float:
         if k >= n:
             return 0.0
         room = n - k - 1
         depth = ctx + k - 1
-        t = step_ms(("none", 0, 0, sync), depth, dev) + best(k + 1, 1)
+        t = step_ms(("none", 0, 0, sync), depth, dev) + best(k + 1, 1, caught)
         if room <= 0:
             return t
         for source in ("draft", "lookup"):
@@ -156,7 +180,9 @@ def ceiling(trace: dict, ctx: float, dev: Device) -> tuple[int, float]:
                 if drafted == 0:
                     continue
                 nxt = 2 if (source == "draft" and accepted == drafted) else 1
-                t = min(t, step_ms((source, drafted, accepted, sync), depth, dev) + best(k + accepted + 1, nxt))
+                head = sync if caught or source != "draft" else sync + int(ctx) + k - 1
+                after = caught or source == "draft"
+                t = min(t, step_ms((source, drafted, accepted, head), depth, dev) + best(k + accepted + 1, nxt, after))
         return t
 
     sys.setrecursionlimit(max(10000, 4 * n))
@@ -189,9 +215,16 @@ def engine_policy(
     return DynamicDraftPolicy(table, fp)
 
 
-def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prompts: int = 2) -> dict:
+def run(
+    traces: list[dict], costs_path: str, target: str, draft: str, class_prompts: int = 2, first_turn: bool = False
+) -> dict:
+    """`first_turn`: every held-out request is a conversation's first turn, so the draft model must prefill the
+    prompt before its first draft (priced by simulate.catch_up_rate); the calibration runs stay warm, as the
+    runner's do (its candidates follow each other on one prompt, so the draft's KV already holds it)."""
     costs = json.loads(Path(costs_path).read_text())["models"]
-    dev = Device(CostCurve(costs[target]["ms"]), CostCurve(costs[draft]["ms"]))
+    prefill = catch_up_rate(costs[draft]) if first_turn else None
+    dev = Device(CostCurve(costs[target]["ms"]), CostCurve(costs[draft]["ms"]), draft_prefill=prefill)
+    ft = first_turn
     grid = {s.label(): s for s in candidates(("draft", "lookup"), "quick")}
     by_name = {t["name"]: t for t in traces}
     order = [name for name, _, _ in HELD_OUT]
@@ -231,8 +264,8 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
         # and the controllers reach is measured: one uncounted pass over the traces with each controlled setting.
         session = {ctx: session_table(traces, grid.values(), ctx, dev) for ctx in dev.target.depths}
 
-        def tps(tr: dict, s: SpecSettings, ctx: int) -> tuple[int, float]:
-            r = simulate([tr], s, ctx, dev, session[ctx])
+        def tps(tr: dict, s: SpecSettings, ctx: int, turn: bool = False) -> tuple[int, float]:
+            r = simulate([tr], s, ctx, dev, session[ctx], first_turn=turn)
             n = len(tr["output"])
             return n, n / r["tok_s"] * 1000.0 if r["tok_s"] else float("inf")
 
@@ -274,16 +307,16 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
             def as_served(pick: str, tr: dict, store: SourceMemoryStore, timed: dict, ctx: int = ctx) -> tuple:
                 """A pick as the engine serves it: a pool pick warm from `store` (and into it), else its static row."""
                 if pick == POOL.label():
-                    return serve(store, tr, detected[tr["name"]], ctx, dev, session[ctx])
+                    return serve(store, tr, detected[tr["name"]], ctx, dev, session[ctx], ft)
                 return timed[pick]
 
             def first_of_session(pick: str, tr: dict, ctx: int = ctx) -> tuple:
                 """A pick as the first request of a session with an empty verify cost table (a restart, or any
                 `dynadraft generate`, without the remembered costs): the cost stop learns the sizes as it goes."""
                 if pick == POOL.label():
-                    return serve(calibrated(), tr, detected[tr["name"]], ctx, dev, {})
+                    return serve(calibrated(), tr, detected[tr["name"]], ctx, dev, {}, ft)
                 n = len(tr["output"])
-                return n, n / simulate([tr], grid[pick], ctx, dev, {})["tok_s"] * 1000.0
+                return n, n / simulate([tr], grid[pick], ctx, dev, {}, first_turn=ft)["tok_s"] * 1000.0
 
             def calibrated(k: int = class_prompts, ctx: int = ctx) -> SourceMemoryStore:
                 """A copy of the source memory a calibration of k prompts per class left, before any request."""
@@ -291,7 +324,7 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
 
             picks = {k: {g: decide(k, n) for g, n in groups_of.items()} for k in engines}
             context_pick = decide(class_prompts, None)
-            timed_all = {tr["name"]: {lbl: tps(tr, s, ctx) for lbl, s in grid.items()} for tr in work}
+            timed_all = {tr["name"]: {lbl: tps(tr, s, ctx, ft) for lbl, s in grid.items()} for tr in work}
             # DD as a user gets it: the held-out prompts in one stream, each pool pick warm from the store the
             # calibration left and every earlier request has added to.
             in_order: dict[str, tuple[int, float]] = {}
@@ -309,7 +342,7 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
                 served_store = fresh(f"served-{name}", ctx)
                 for other in work:
                     if other["name"] != name:
-                        serve(served_store, other, detected[other["name"]], ctx, dev, session[ctx])
+                        serve(served_store, other, detected[other["name"]], ctx, dev, session[ctx], ft)
                 statics = {k: v for k, v in timed.items() if k != POOL.label()}
                 oracle = min(timed, key=lambda k: timed[k][1] / timed[k][0])
                 row = {
@@ -317,14 +350,14 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
                     "DD (engine rules)": as_served(picks[class_prompts][group(name)], tr, calibrated(), timed),
                     "DD served in order": in_order[name],
                     "DD first request, no cost memory": first_of_session(picks[class_prompts][group(name)], tr),
-                    "pool cold": serve(fresh(f"cold-{name}", ctx), tr, keys, ctx, dev, session[ctx]),
-                    "pool warm (calib)": serve(calibrated(), tr, keys, ctx, dev, session[ctx]),
-                    "pool warm (served)": serve(served_store, tr, keys, ctx, dev, session[ctx]),
-                    "lookup-first rule": lookup_first(tr, ctx, dev),
+                    "pool cold": serve(fresh(f"cold-{name}", ctx), tr, keys, ctx, dev, session[ctx], ft),
+                    "pool warm (calib)": serve(calibrated(), tr, keys, ctx, dev, session[ctx], ft),
+                    "pool warm (served)": serve(served_store, tr, keys, ctx, dev, session[ctx], ft),
+                    "lookup-first rule": lookup_first(tr, ctx, dev, ft),
                     "context-only DD": as_served(context_pick, tr, calibrated(), timed),
                     "oracle": timed[oracle],
                     "best static": statics[min(statics, key=lambda k: statics[k][1] / statics[k][0])],
-                    "per-step ceiling": ceiling(tr, ctx, dev),
+                    "per-step ceiling": ceiling(tr, ctx, dev, ft),
                     "plain": timed["off"],
                 }
                 per_prompt[name] = row
@@ -346,7 +379,14 @@ def run(traces: list[dict], costs_path: str, target: str, draft: str, class_prom
                     "prompts": {n: {p: round(_mix([v]), 2) for p, v in r.items()} for n, r in per_prompt.items()},
                 }
             )
-    return {"costs": costs_path, "target": target, "draft": draft, "class_prompts": class_prompts, "contexts": out}
+    return {
+        "costs": costs_path,
+        "target": target,
+        "draft": draft,
+        "class_prompts": class_prompts,
+        "first_turn": first_turn,
+        "contexts": out,
+    }
 
 
 HEAD = (
@@ -359,7 +399,13 @@ def markdown(result: dict) -> str:
     """The result as a markdown table; "DD" is the engine's rules over the quick calibration, served warm."""
     lines = [
         f"SIMULATED (H200 cost curves {result['costs']}, target {result['target']}, draft {result['draft']}; "
-        "acceptance from the recorded CPU traces)",
+        "acceptance from the recorded CPU traces)"
+        + (
+            "; FIRST TURNS: the draft model prefills each held-out prompt before its first draft (ms per token from "
+            "the draft's two deepest prefill points, simulate.catch_up_rate); calibration warm"
+            if result.get("first_turn")
+            else ""
+        ),
         "",
         HEAD,
         "|" + "---|" * (HEAD.count("|") - 1),
@@ -388,9 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draft", default="q05b+fa")
     ap.add_argument("--md", default=None)
     ap.add_argument("--class-prompts", type=int, default=2, help="calibration prompts per class (quick: 2)")
+    ap.add_argument("--first-turn", action="store_true", help="the draft model has not seen each held-out prompt")
     args = ap.parse_args(argv)
     traces = json.loads(Path(args.traces).read_text())["traces"]
-    result = run(traces, args.costs, args.target, args.draft, args.class_prompts)
+    result = run(traces, args.costs, args.target, args.draft, args.class_prompts, args.first_turn)
     text = markdown(result)
     print(text)
     if args.md:

@@ -32,7 +32,7 @@ import csv
 import json
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +104,18 @@ class Device:
     draft: CostCurve | None = None
     overhead: float = 0.0
     row: float = 0.0
+    # ms per token of a draft-model prefill at KV depth c; set, it prices the draft's catch-up (see catch_up_rate)
+    # and every simulated request is a first turn: the draft model has not seen the prompt.
+    draft_prefill: Callable[[float], float] | None = None
+
+
+def catch_up_rate(costs: dict) -> Callable[[float], float]:
+    """ms per token of the draft model prefilling a prompt of c tokens, from a cost file model's "prefill_ms" (a
+    c-token prefill): linear in c through its two deepest points. The 2026-11-29 H200 files' shallow points are not
+    usable for this: 2048 costs more than 8192 (pipeline builds in the timing) and 512 was re-measured warm."""
+    pts = sorted((int(c), r["prefill_ms"] / int(c)) for c, r in costs["ms"].items() if "prefill_ms" in r)
+    (c0, r0), (c1, r1) = pts[-2], pts[-1]
+    return lambda c: max(1e-6, r0 + (r1 - r0) * (c - c0) / (c1 - c0))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -156,12 +168,13 @@ def draft_step(trace: dict, k: int, s: SpecSettings, depth: int, floors: list[fl
     return drafted, accepted
 
 
-def replay(trace: dict, s: SpecSettings) -> list[tuple[str, int, int, int]]:
-    """Steps (source, drafted, accepted, draft_sync_tokens) that the engine would take with a fixed setting s."""
+def replay(trace: dict, s: SpecSettings, behind: int = 0) -> list[tuple[str, int, int, int]]:
+    """Steps (source, drafted, accepted, draft_sync_tokens) that the engine would take with a fixed setting s;
+    `behind`: prompt tokens the draft model has not seen (a first turn), decoded before its first draft."""
     n = len(trace["output"])
     k = 1  # the first output token comes from the prompt's logits, before any step
     steps = []
-    sync = 1
+    sync = 1 + behind
     while k < n:
         depth = min(s.n_max, n - k - 1) if s.source != "none" else 0
         drafted, accepted = draft_step(trace, k, s, depth)
@@ -172,13 +185,15 @@ def replay(trace: dict, s: SpecSettings) -> list[tuple[str, int, int, int]]:
 
 
 def replay_controlled(
-    trace: dict, s: SpecSettings, context: float, dev: Device, verify_ms: dict[int, float], pool=None
+    trace: dict, s: SpecSettings, context: float, dev: Device, verify_ms: dict[int, float], pool=None, behind: int = 0
 ) -> list[tuple[str, int, int, int]]:
     """Steps under the engine's own controllers (AdaptiveLength, or SourcePool for "pool"), fed with simulated
     milliseconds, so their choices see this device's costs as they would in the engine. `verify_ms` is the
     session-wide verify cost table the engine shares between requests (acceptance is learnt per request). `pool`:
     a SourcePool the caller built (warm-started from a source memory, say) to run instead of a cold one; the
-    caller reads its end state."""
+    caller reads its end state. `behind`: tokens the draft model has not seen (a first turn); from then on the
+    tokens other sources commit add to it until the draft runs, and the pool weighs that catch-up as the engine's
+    does (the tokens still wanted: the rest of the trace)."""
     from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, cost_stop_step
 
     n = len(trace["output"])
@@ -189,11 +204,15 @@ def replay_controlled(
     # _Run.stop_costs); with one, the controller says whether to draft and its costs set the floors.
     fixed = s.cost_stop and not s.adaptive and pool is None
     k, sync, depth_kv, steps = 1, 1, context, []
+    tracking = behind > 0 and dev.draft_prefill is not None
     while k < n:
         plen, lmatch = trace["lookup"][k]
         if pool is not None:
             available = {"draft"} | ({"lookup"} if plen else set())
-            name, want = pool.choose(available, {"lookup": plen} if plen else None)
+            catch_up = {"draft": dev.draft_prefill(depth_kv) * behind} if tracking and behind else None  # type: ignore[misc]
+            name, want = pool.choose(
+                available, {"lookup": plen} if plen else None, catch_up, n - k if tracking else None
+            )
         else:
             name, want = s.source, (s.n_max if fixed else length.next_length())  # type: ignore[union-attr]
         floors = None
@@ -203,19 +222,27 @@ def replay_controlled(
         else:
             depth = min(want, n - k - 1) if name != "none" else 0
         drafted, accepted = draft_step(trace, k, SpecSettings(name, depth, s.n_min, s.p_min), depth, floors)
-        step = (name if depth > 0 else "none", drafted, accepted, sync)
+        runs_draft = name == "draft" and depth > 0
+        step = (name if depth > 0 else "none", drafted, accepted, sync + (behind if runs_draft else 0))
         verify = dev.target(drafted + 1, depth_kv) + dev.overhead + dev.row * (drafted + 1)
         total = step_ms(step, depth_kv, dev)
         if pool is not None:
             pool.observe(name, drafted, accepted, accepted + 1, total - verify, verify)
             if plen and name != "lookup":  # the engine scores the peeked proposal against the committed tokens
                 pool.observe_shadow("lookup", plen, lmatch, accepted + 1)
+        elif step[3] > 2:  # a catch-up's ms are one-off work, not a cost (the engine: a request's first verify)
+            if not fixed:
+                length.observe(drafted, accepted, total - verify, verify, cost_sample=False)  # type: ignore[union-attr]
         elif fixed:
             length.cost.observe(drafted, total - verify, verify)  # type: ignore[union-attr]
         else:
             length.observe(drafted, accepted, total - verify, verify)  # type: ignore[union-attr]
         steps.append(step)
         sync = 2 if (name == "draft" and drafted > 0 and accepted == drafted) else 1
+        if runs_draft:
+            behind = 0
+        elif tracking:
+            behind += accepted + 1  # committed by another source: the draft model has not seen them
         k += accepted + 1
         depth_kv += accepted + 1
     return steps
@@ -225,7 +252,13 @@ def step_ms(step, depth: float, dev: Device) -> float:
     source, drafted, accepted, sync = step
     t = dev.target(drafted + 1, depth) + dev.overhead + dev.row * (drafted + 1)
     if source == "draft" and dev.draft is not None:
-        t += dev.draft(sync, depth) + max(0, drafted - 1) * dev.draft(1, depth)
+        # sync: the tokens the draft decodes before drafting (1-2; a first turn's catch-up: the prompt and more)
+        head = (
+            dev.draft(sync, depth)
+            if sync <= dev.draft.bmax or dev.draft_prefill is None
+            else dev.draft_prefill(depth) * sync
+        )
+        t += head + max(0, drafted - 1) * dev.draft(1, depth)
     return t
 
 
@@ -283,11 +316,17 @@ def session_table(
 
 
 def simulate(
-    traces: list[dict], s: SpecSettings, context: float, dev: Device, session: dict[int, float] | None = None
+    traces: list[dict],
+    s: SpecSettings,
+    context: float,
+    dev: Device,
+    session: dict[int, float] | None = None,
+    first_turn: bool = False,
 ) -> dict:
     """Predicted generation tok/s over all traces (total tokens / total time) at KV depth `context`. `session`: the
     engine session's verify cost table (Session._verify_ms, shared by every request and setting), copied; without
-    it, the table is warmed by one uncounted pass over these traces alone."""
+    it, the table is warmed by one uncounted pass over these traces alone. `first_turn` (with dev.draft_prefill):
+    the draft model has not seen the prompt, so its first draft of each trace decodes it first."""
     tokens = ms = 0.0
     drafted = accepted = nsteps = 0
     learns = controlled(s)
@@ -295,8 +334,9 @@ def simulate(
     if learns and session is None:  # the session has served requests before: warm its verify table, uncounted
         for tr in traces:
             replay_controlled(tr, s, context, dev, verify_ms)
+    behind = int(context) if first_turn and dev.draft_prefill is not None else 0
     for tr in traces:
-        steps = replay_controlled(tr, s, context, dev, verify_ms) if learns else replay(tr, s)
+        steps = replay_controlled(tr, s, context, dev, verify_ms, behind=behind) if learns else replay(tr, s, behind)
         # the first token (from the prompt's logits) is emitted at t=0 like the engine's timer; steps make the rest
         tokens += 1 + sum(a + 1 for _, _, a, _ in steps)
         ms += steps_ms(steps, context, dev)

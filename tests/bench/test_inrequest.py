@@ -77,3 +77,30 @@ def test_a_warm_session_verify_table_keeps_the_cost_stop_below_the_cliff_and_is_
     assert session == before
     assert warm["tok_s"] > simulate([tr], s, 512, DEV)["tok_s"] * 1.2
     assert max(d for _, d, _, _ in replay_controlled(tr, s, 512, DEV, dict(session))) <= 7
+
+
+def test_a_first_turn_charges_the_draft_models_catch_up_and_the_pool_weighs_it(tmp_path: Path) -> None:
+    """First turns (the draft model has not seen the prompt): a fixed draft setting pays the whole prompt's prefill
+    once, as predicted by the catch-up rate; lookup pays nothing; the pool, which weighs the catch-up against the rest
+    of the reply, does not fall below plain at 32k where the fixed draft setting does."""
+    from dataclasses import replace
+
+    from app.policy.source_memory import SourceMemoryStore
+    from app.speculative.settings import PLAIN, SpecSettings
+    from bench.simulate import catch_up_rate, replay
+
+    first = replace(DEV, draft_prefill=catch_up_rate(_COSTS["q05b+fa"]))
+    tr = TRACES["code-lru"]
+    n4 = SpecSettings("draft", 4, 0, 0.0)
+    for ctx in (2048, 32768):
+        warm_ms = len(tr["output"]) / simulate([tr], n4, ctx, first)["tok_s"] * 1000.0
+        cold_ms = len(tr["output"]) / simulate([tr], n4, ctx, first, first_turn=True)["tok_s"] * 1000.0
+        expected = ctx * first.draft_prefill(ctx)  # type: ignore[misc]
+        assert abs(cold_ms - warm_ms - expected) < 0.05 * expected + 5.0, (ctx, cold_ms, warm_ms, expected)
+        assert replay(tr, n4, ctx)[0][3] == ctx + 1  # the first step decodes the prompt into the draft, then drafts
+    lookup = SpecSettings("lookup", 8)
+    assert simulate([tr], lookup, 32768, first, first_turn=True) == simulate([tr], lookup, 32768, first)
+    plain = simulate([tr], PLAIN, 32768, first)["tok_s"]
+    assert simulate([tr], n4, 32768, first, first_turn=True)["tok_s"] < 0.8 * plain
+    n, ms = bi.serve(SourceMemoryStore(tmp_path / "m.json", "sim"), tr, ("code", None), 32768, first, {}, True)
+    assert n / ms * 1000.0 >= 0.97 * plain
