@@ -372,6 +372,7 @@ class Session:
         # 2026-12-02, kept for bench/bench_catch_up.py's side-by-side).
         self.weigh_catch_up = True
         self._caps = DraftCaps(depth_cap, self.draft_model is not None, frozenset(self.missing))
+        self._caps_without_draft = replace(self._caps, draft_loaded=False)  # DD's choice when the draft can't pay
         self.speculation_disabled_reason: str | None = None
         vocab = self.model.vocab
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
@@ -580,6 +581,12 @@ class Session:
     ) -> Iterator[Event]:
         n_prompt = len(prompt)
         seed = request.sampling.seed
+        # Prefill only what neither the live memory nor a saved state (the conversation cache) already holds.
+        # Restored first: a draft model's catch-up (what DD weighs its fixed pick against) is what it still lacks.
+        t_prompt = time.perf_counter()
+        cache_n = self.cache.prepare(prompt, request.cache_prompt)
+        restore_ms = (time.perf_counter() - t_prompt) * 1000.0
+        settings, record = self._weigh_catch_up(prompt, request.max_tokens, settings, record)
         run = _Run(
             request=request,
             prompt=prompt,
@@ -620,9 +627,7 @@ class Session:
                 store, self.stats.content_class, run.pool, run.adaptive, settings.source, record.content_subclass
             )
 
-        # Prefill only what neither the live memory nor a saved state (the conversation cache) already holds.
         t_prompt = time.perf_counter()
-        cache_n = self.cache.prepare(prompt, request.cache_prompt)
         try:
             # Cancellation is checked between n_batch chunks: a long prompt must not hold the engine thread.
             prefilled = self.ctx.prefill(prompt[cache_n:], stop=cancel.is_set if cancel is not None else None)
@@ -634,7 +639,7 @@ class Session:
             if request.collect_margins:
                 run.margins.append(top2_margin(self.ctx.logits(-1)))
             lps = self._logprobs(run, [token], [-1])
-        prompt_ms = (time.perf_counter() - t_prompt) * 1000.0
+        prompt_ms = restore_ms + (time.perf_counter() - t_prompt) * 1000.0
         n_prefilled = len(self.ctx.tokens) - cache_n  # less than the prompt's rest when cancelled
 
         t_gen = time.perf_counter()
@@ -665,6 +670,7 @@ class Session:
         memory.remember(self._memory, warm, run.pool, run.adaptive, settings.source, self.stats.request)
         if measures_costs and self._memory is not None:  # _seed_verify_costs opened the memory
             self._memory.record_verify_costs(self._verify_ms)
+        self._keep_prefill_speeds()
         if run.pool is not None:
             self._draft_ms.update(run.pool.draft_costs())
         timings = Timings(
@@ -755,6 +761,36 @@ class Session:
             return None, 0, None
         return self.sources.get(s.source), (run.adaptive.next_length() if run.adaptive else s.n_max), None
 
+    def _weigh_catch_up(
+        self, prompt: list[int], max_tokens: int, settings: SpecSettings, record: DecisionRecord
+    ) -> tuple[SpecSettings, DecisionRecord]:
+        """DD's fixed draft-model pick against the prefill its draft must do first (what its KV lacks of the prompt,
+        at its measured prefill speed): DynamicDraftPolicy.weigh_catch_up keeps it or runs the best choice without
+        the draft model. Not weighed before that speed was measured once, nor under a device cost profile."""
+        src = self.sources.get(settings.source)
+        if not (record.applied and hasattr(src, "kv_prefix") and self.weigh_catch_up and self.pool_step_cost is None):
+            return settings, record
+        self._recall_prefill_speed(settings.source, src)
+        ms = catch_up_ms(src, len(prompt) - src.kv_prefix(prompt))  # type: ignore[union-attr]
+        return self.policy.weigh_catch_up(settings, record, self.caps, self._caps_without_draft, ms, max_tokens)
+
+    def _recall_prefill_speed(self, name: str, src: object) -> None:
+        """A draft source not yet timed in this session starts from the prefill sums the memory kept."""
+        if getattr(src, "prefill_sums", (1.0, 0.0))[0] > 0.0 or (store := self.source_memory()) is None:
+            return
+        if (sums := store.prefill_sums(name)) is not None:
+            src.prefill_sums = sums  # type: ignore[attr-defined]
+
+    def _keep_prefill_speeds(self) -> None:
+        """Each draft source's measured prefill speed into the source memory, once opened (a request that weighed a
+        catch-up or learnt costs opened it), so a restart weighs its first long prompt too."""
+        if self._memory is None:
+            return
+        for name, src in self.sources.items():
+            sums = getattr(src, "prefill_sums", None)
+            if sums is not None and sums[0] > 0:
+                self._memory.record_prefill_sums(name, sums)
+
     def _catch_up(self, run: _Run, history: list[int], available: set[str]) -> dict[str, float] | None:
         """Each available pool source's one-off ms before its next draft (None under a device cost profile: its
         units are not ms)."""
@@ -766,8 +802,9 @@ class Session:
             if not hasattr(src, "kv_prefix"):
                 continue
             if name not in run.kv_held:
+                self._recall_prefill_speed(name, src)
                 run.kv_held[name] = src.kv_prefix(history)
-            out[name] = catch_up_ms(src, history, run.kv_held[name])
+            out[name] = catch_up_ms(src, len(history) - 1 - run.kv_held[name])
         return out
 
     def _step(self, run: _Run) -> Iterator[Event]:

@@ -107,6 +107,8 @@ def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, A
             "content_class": dd.get("content_class"),
             "class_basis": dd.get("class_basis"),
             "content_subclass": dd.get("content_subclass"),
+            "catch_up_ms": dd.get("catch_up_ms"),
+            "passed_over": dd.get("passed_over"),
         },
     }
 
@@ -143,6 +145,10 @@ def format_stats(stats: dict[str, Any]) -> str:
     dd = stats.get("dd") or {}
     state = "on" if dd.get("applied") else "off"
     why = dd.get("reason") or "n/a"
+    if dd.get("passed_over"):  # DD passed over a draft-model row whose draft would first prefill the prompt
+        ms = dd.get("catch_up_ms") or 0.0
+        note = f"not the draft model's {dd['passed_over']}: it would first prefill the prompt, ~{ms:.0f} ms"
+        why = note if why == "catch_up" else f"{why}; {note}"  # force mode keeps saying "forced"
     if cls := class_label(dd):
         why += f"; {cls}"
     parts.append(f"DD {state}: {dd.get('setting', stats.get('spec', '?'))} ({why})")

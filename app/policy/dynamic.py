@@ -35,6 +35,14 @@ Decision reasons (``DecisionRecord.reason``; ``applied`` says whether DD's choic
 * ``stale_table``: a table exists but its fingerprint differs from the engine's; the engine default runs.
 * ``disabled``: DD is switched off; the request's fields (if any) or the engine default run, clamped to caps.
 
+* ``catch_up``: the table's choice needs a draft model whose KV lacks most of the prompt (a conversation's first
+  turn, a new document): prefilling it first (``record.catch_up_ms``, at the draft's measured prefill speed) would
+  cost more than that row gains over the best choice without the draft model within ``max_tokens``, so that choice
+  runs (``record.passed_over`` names the one it replaced; in force mode the reason stays ``forced`` and
+  ``passed_over`` says the same). The table's rows are timed with a warm draft KV (the
+  calibration runs its candidates one after another on one prompt), so they cannot price this themselves. See
+  ``DynamicDraftPolicy.weigh_catch_up``.
+
 ``record.capped`` is also set whenever caps changed what would otherwise have run (e.g. a clamped override).
 
 Content classes (``record.class_basis`` says which frontier decided):
@@ -54,14 +62,14 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.policy.content_class import CONTENT_CLASSES, SUBCLASSES, TABLE_CLASSES
 from app.policy.fingerprint import Fingerprint
 from app.policy.frontier import DEFAULT_MIN_GAIN, RangeChoice, StaticChoice, class_choices, frontier_choices
 from app.policy.table import FrontierTable, normalize
-from app.speculative.registry import needs_draft_model
+from app.speculative.registry import POOL, needs_draft_model
 from app.speculative.settings import PLAIN, SpecSettings
 
 if TYPE_CHECKING:
@@ -77,6 +85,7 @@ Reason = Literal[
     "stale_table",
     "disabled",
     "out_of_range",
+    "catch_up",
 ]
 ClassBasis = Literal["subclass_row", "class_row", "class_fallback", "context_only", "not_applied"]
 CLASS_BASES: tuple[str, ...] = ("subclass_row", "class_row", "class_fallback", "context_only", "not_applied")
@@ -90,6 +99,7 @@ REASONS: tuple[str, ...] = (
     "stale_table",
     "disabled",
     "out_of_range",
+    "catch_up",
 )
 
 _now_ns = time.perf_counter_ns
@@ -144,6 +154,8 @@ class DecisionRecord:
     was given); class_basis: which frontier decided (module docstring); class_cue: what made the detector pick
     the class (app.policy.content_class.Cue), when the caller passed it; content_subclass / subclass_cue: the
     request's sub-class and the word that decided it (app.policy.edit_kind), None when it has none.
+    catch_up_ms: the draft model's estimated prefill before its first draft, when DD weighed it (weigh_catch_up);
+    passed_over: the label of the table's choice that the catch-up ruled out (reason "catch_up"), else None.
     """
 
     applied: bool
@@ -161,6 +173,8 @@ class DecisionRecord:
     class_cue: str | None = None
     content_subclass: str | None = None
     subclass_cue: str | None = None
+    catch_up_ms: float | None = None
+    passed_over: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -180,6 +194,8 @@ class DecisionRecord:
             "class_cue": self.class_cue,
             "content_subclass": self.content_subclass,
             "subclass_cue": self.subclass_cue,
+            "catch_up_ms": self.catch_up_ms,
+            "passed_over": self.passed_over,
         }
 
 
@@ -198,9 +214,18 @@ def _record_from(
     return rec
 
 
-Lane = tuple[tuple[SpecSettings, ...], tuple[dict[str, Any], ...]]
-"""One class's (or sub-class's) per-segment outcomes: (selected settings, record templates), index =
-bisect_right(bounds, n)."""
+Lane = tuple[tuple[SpecSettings, ...], tuple[dict[str, Any], ...], tuple[float | None, ...]]
+"""One class's (or sub-class's) per-segment outcomes: (selected settings, record templates, the selected row's
+measured median tok/s or None), index = bisect_right(bounds, n)."""
+
+
+def catch_up_pays(catch_up_ms: float, tokens: int, tps: float, alt_tps: float) -> bool:
+    """Whether a setting at `tps` tok/s that first spends `catch_up_ms` still finishes `tokens` tokens before one at
+    `alt_tps`. `tokens` is the request's max_tokens, an upper bound (a reply may stop sooner), so a catch-up the
+    whole budget would pay back is never refused."""
+    if tps <= 0.0 or alt_tps <= 0.0:
+        return True
+    return catch_up_ms + tokens / tps * 1000.0 < tokens / alt_tps * 1000.0
 
 
 @dataclass(frozen=True)
@@ -292,6 +317,7 @@ class DynamicDraftPolicy:
             inherited = per_class.get(parent, []) if parent is not None else []
             selected: list[SpecSettings] = []
             templates: list[dict[str, Any]] = []
+            speeds: list[float | None] = []
             for i in range(len(bounds) + 1):
                 # Segment i covers [bounds[i-1], bounds[i]); segment 0 is below the smallest bound, the last above.
                 lo = bounds[i - 1] if i > 0 else float("-inf")
@@ -306,13 +332,16 @@ class DynamicDraftPolicy:
                     basis = "class_row"
                 else:
                     choice = covering(choices, lo, hi)
+                tps: float | None = None
                 if choice is not None:
                     setting, reason, c_lo, c_hi = choice.selected, choice.reason, choice.ctx_lo, choice.ctx_hi
                     is_static = choice.is_static
+                    tps = choice.selected_row.median_tps if choice.selected_row is not None else None
                 elif hi <= first_lo:
                     first = choices[0]  # below the smallest range: that range's choice
                     setting, reason, c_lo, c_hi = first.selected, "out_of_range", first.ctx_lo, first.ctx_hi
                     is_static = first.is_static
+                    tps = first.selected_row.median_tps if first.selected_row is not None else None
                 else:
                     # Above the largest range, or in a gap between ranges: the best static setting.
                     setting, reason, c_lo, c_hi, is_static = (
@@ -322,10 +351,14 @@ class DynamicDraftPolicy:
                         None,
                         static is not None,
                     )
+                    # Its speed where it was last measured: the nearest calibrated range below (an estimate).
+                    below = [r for r in table.context_rows if r.ctx_hi <= lo and r.setting == setting and r.safe]
+                    tps = max(below, key=lambda r: r.ctx_hi).median_tps if below else None
                 capped = base is not None and base.lanes[klass][0][i] != setting
                 if capped and reason != "out_of_range":
                     reason = "capped"
                 selected.append(setting)
+                speeds.append(tps)
                 templates.append(
                     {
                         "applied": True,
@@ -341,7 +374,7 @@ class DynamicDraftPolicy:
                         "content_subclass": klass if parent is not None else None,
                     }
                 )
-            lanes[klass] = (tuple(selected), tuple(templates))
+            lanes[klass] = (tuple(selected), tuple(templates), tuple(speeds))
         return _Plan(lanes, static, tuple(choices), {k: tuple(v) for k, v in per_class.items()})
 
     def _plan_for(self, caps: DraftCaps) -> _Plan:
@@ -395,6 +428,53 @@ class DynamicDraftPolicy:
         last = self._last
         plan = last[1] if last[0] is caps and last[1] is not None else self._plan_for(caps)
         return plan.lanes[_lane(content_class, subclass)][0][bisect_right(self._bounds, prompt_tokens)]
+
+    def expected_tps(
+        self, prompt_tokens: int, caps: DraftCaps, content_class: str | None = None, subclass: str | None = None
+    ) -> float | None:
+        """The measured median tok/s of the row `select` picks (None without a table or a measured row)."""
+        if not self.enabled or self._base is None:
+            return None
+        plan = self._plan_for(caps)
+        return plan.lanes[_lane(content_class, subclass)][2][bisect_right(self._bounds, prompt_tokens)]
+
+    def weigh_catch_up(
+        self,
+        settings: SpecSettings,
+        record: DecisionRecord,
+        caps: DraftCaps,
+        without_draft: DraftCaps,
+        catch_up_ms: float,
+        max_tokens: int,
+    ) -> tuple[SpecSettings, DecisionRecord]:
+        """DD's decision once the draft model's catch-up is known: `catch_up_ms` of prefill before its first draft
+        (text its KV lacks, priced at its measured speed). When the table's row, paying that, would finish
+        `max_tokens` later than DD's measured choice under `without_draft` (caps with no draft model), that choice
+        runs with reason "catch_up". Only a table-based choice of a fixed draft-model setting is weighed: an override
+        is the user's, and the pool weighs the catch-up itself at every step (app/speculative/adaptive.py)."""
+        if (
+            not record.applied
+            or settings.source == POOL
+            or not needs_draft_model(settings.source)
+            or catch_up_ms <= 0.0
+        ):
+            return settings, record
+        t0 = _now_ns()
+        n, cls, sub = record.prompt_tokens, record.content_class, record.content_subclass
+        weighed = replace(record, catch_up_ms=round(catch_up_ms, 3))
+        tps = self.expected_tps(n, caps, cls, sub)
+        alt_tps = self.expected_tps(n, without_draft, cls, sub)
+        if tps is None or alt_tps is None or catch_up_pays(catch_up_ms, max_tokens, tps, alt_tps):
+            return settings, weighed
+        alt, alt_record = self.decide(n, None, without_draft, cls, record.class_cue, sub, record.subclass_cue)
+        spent = (_now_ns() - t0) / 1000.0
+        return alt, replace(
+            alt_record,
+            reason="forced" if record.reason == "forced" else "catch_up",  # force mode still says it ignored fields
+            decision_us=record.decision_us + spent,
+            catch_up_ms=weighed.catch_up_ms,
+            passed_over=settings.label(),
+        )
 
     def _decide_other(
         self,

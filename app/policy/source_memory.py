@@ -11,6 +11,9 @@ Beside the sources, the file keeps each engine's verify cost table (ms per verif
 cost_identity: the target, device and the runtime settings that change a decode's time). The cost stop learns batch
 sizes one at a time, so a session that starts from nothing drafts shallow at first and pays once for every size it
 tries, a device's dear ones (a kernel cliff) included; a restarted engine starts from the sizes measured last time.
+It also keeps each pair's draft-model prefill speed (`draft_prefill`, the decayed [tokens, ms] sums of its catch-up
+prefills, keyed by memory identity), so a restarted engine can weigh a draft's catch-up on its first long prompt
+(DynamicDraftPolicy.weigh_catch_up) and a short prefill after the restart does not outweigh the calibration's long ones.
 """
 
 from __future__ import annotations
@@ -66,6 +69,22 @@ def parse_verify_costs(data: Any) -> dict[str, dict[int, float]]:
     return out
 
 
+def parse_prefill_sums(data: Any) -> dict[str, dict[str, tuple[float, float]]]:
+    """identity -> source -> (tokens, ms) of its prefills, from the file's optional "draft_prefill"."""
+    raw = data.get("draft_prefill", {})
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+        raise ValueError("'draft_prefill' must map identities to {source: [tokens, ms]}")
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for ident, sums in raw.items():
+        for src, pair in sums.items():
+            ok = isinstance(pair, list) and len(pair) == 2
+            ok = ok and all(not isinstance(x, bool) and isinstance(x, int | float) and 0.0 < x < 1e12 for x in pair)
+            if not ok:
+                raise ValueError(f"draft prefill {ident!r}/{src!r} must be [tokens, ms], both positive")
+            out.setdefault(ident, {})[str(src)] = (float(pair[0]), float(pair[1]))
+    return out
+
+
 def parse_memory(data: Any) -> dict[str, dict[str, dict[str, ArmMemory]]]:
     """identity -> class -> source -> ArmMemory; raises ValueError for anything that is not this file's shape."""
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
@@ -99,6 +118,7 @@ class SourceMemoryStore:
         self._dirty = False
         self._last_write = -float("inf")
         self._costs: dict[str, dict[int, float]] = {}
+        self._prefill: dict[str, dict[str, tuple[float, float]]] = {}
         self._all = self._load()
 
     def _load(self) -> dict[str, dict[str, dict[str, ArmMemory]]]:
@@ -114,6 +134,7 @@ class SourceMemoryStore:
             data = json.loads(raw)
             pairs = parse_memory(data)
             self._costs = parse_verify_costs(data)
+            self._prefill = parse_prefill_sums(data)
             return pairs
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
@@ -156,6 +177,16 @@ class SourceMemoryStore:
         self._costs[self.cost_identity] = {b: ms for b, ms in table.items() if 1 <= b <= MAX_VERIFY_ROWS and ms > 0}
         self._changed(now)
 
+    def prefill_sums(self, source: str) -> tuple[float, float] | None:
+        """The draft source's remembered (tokens, ms) prefill sums on this pair and device (None if never measured)."""
+        return self._prefill.get(self.identity, {}).get(source)
+
+    def record_prefill_sums(self, source: str, sums: tuple[float, float], now: float | None = None) -> None:
+        """Keep a draft source's prefill sums (written with the next write, or at flush)."""
+        if sums[0] > 0 and sums[1] > 0 and self.prefill_sums(source) != sums:
+            self._prefill.setdefault(self.identity, {})[source] = sums
+            self._changed(now)
+
     def _changed(self, now: float | None) -> None:
         """Something to save: write now if the last write is old enough, else at the next one (or the flush)."""
         self._dirty = True
@@ -177,6 +208,7 @@ class SourceMemoryStore:
             "verify_ms": {
                 ident: {str(b): round(ms, 4) for b, ms in sorted(table.items())} for ident, table in self._costs.items()
             },
+            "draft_prefill": {i: {s: list(p) for s, p in by.items()} for i, by in self._prefill.items()},
         }
         try:
             atomic_write_text(self.path, json.dumps(doc, indent=1))

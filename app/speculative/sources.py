@@ -199,11 +199,11 @@ def _pick_draft_token(
     return draw(q, rng), float(q.max()), q
 
 
-def catch_up_ms(source: object, history: Sequence[int], held: int) -> float:
-    """The one-off ms `source` pays before drafting after `history` when its KV holds `held` tokens of it: the
-    missing tokens at its measured prefill speed (0 for a source without a KV cache, or not measured yet)."""
+def catch_up_ms(source: object, missing: int) -> float:
+    """The one-off ms `source` pays before its next draft when its KV lacks `missing` tokens of the committed
+    history: those tokens at its measured prefill speed (0 for a source without a KV cache, or not measured yet)."""
     per = getattr(source, "prefill_ms_per_token", None)
-    return 0.0 if per is None else max(0, len(history) - 1 - held) * per
+    return 0.0 if per is None else max(0, missing) * per
 
 
 def takes_floors(source: object) -> bool:
@@ -273,9 +273,17 @@ class DraftModelSource:
         # Recurrent/hybrid drafts: the state at the committed history, taken before drafting past it, so that a
         # rollback restores it instead of re-prefilling everything (the same rule as the target's verify).
         self._checkpoint: tuple[bytes, list[int]] | None = None
-        # Measured ms per token of a catch-up prefill (an EMA; None until one of CATCH_UP_SAMPLE tokens ran): what
-        # the pool charges before this source's first draft in a request (see kv_prefix).
-        self.prefill_ms_per_token: float | None = None
+        # Decayed sums (tokens, ms) of its catch-up prefills of CATCH_UP_SAMPLE tokens or more: prefill_ms_per_token,
+        # what the pool and Dynamic Draft charge before its first draft in a request (see kv_prefix). Sums, not a
+        # mean of ratios, so a long prefill (the calibration's) outweighs short ones, whose fixed overheads overstate
+        # the ms per token (several times on a GPU).
+        self.prefill_sums: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def prefill_ms_per_token(self) -> float | None:
+        """Measured ms per token of a catch-up prefill (None until one of CATCH_UP_SAMPLE tokens ran)."""
+        n, ms = self.prefill_sums
+        return ms / n if n > 0 else None
 
     @classmethod
     def create(cls, env: SourceEnv) -> DraftModelSource | None:
@@ -310,9 +318,8 @@ class DraftModelSource:
         t0 = time.perf_counter()
         ctx.prefill(rest)
         if len(rest) >= CATCH_UP_SAMPLE:  # a few tokens are a decode, not a prefill: their ms/token would mislead
-            per = (time.perf_counter() - t0) * 1000.0 / len(rest)
-            old = self.prefill_ms_per_token
-            self.prefill_ms_per_token = per if old is None else old + 0.3 * (per - old)
+            n, ms = self.prefill_sums
+            self.prefill_sums = (0.7 * n + len(rest), 0.7 * ms + (time.perf_counter() - t0) * 1000.0)
         if ctx.model.is_recurrent:
             from app.runtime.llama import LlamaError  # loaded by now: this context exists
 

@@ -1,6 +1,7 @@
-"""The pool weighs a draft model's catch-up (prefilling text it has not seen) against the tokens still wanted, on a
-real Session: the draft model measures its prefill speed, a reply too short to win the catch-up back leaves it
-untried and says why, and the same request with the catch-up ignored (the choice before) tries it."""
+"""A draft model's catch-up (prefilling text it has not seen) weighed against the tokens still wanted, on a real
+Session: the pool leaves a draft untried when a short reply cannot win it back and says why; Dynamic Draft runs its
+best choice without the draft model instead of a fixed draft pick that cannot pay, and says so in the record; the
+measured prefill speed survives a restart in the source memory."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.identity import calibration_store, session_fingerprint
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
+from app.policy import DynamicDraftPolicy, FrontierRow, new_table
 from app.runtime.sampling import SamplingParams
-from app.speculative.settings import SpecSettings
+from app.speculative.settings import PLAIN, SpecSettings
 
 POOL = SpecSettings("pool", 8)
+DRAFT = SpecSettings("draft", 4)
+LOOKUP = SpecSettings("lookup", 4)
 
 
 def _text(topic: str) -> str:
@@ -22,12 +27,12 @@ def _text(topic: str) -> str:
     return " ".join(f"Note {i} on {topic}: the {topic} changes with the season and the weather." for i in range(30))
 
 
-def _run(s: Session, topic: str, max_tokens: int) -> GenerationSummary:
+def _run(s: Session, topic: str, max_tokens: int, spec: SpecSettings | None = POOL) -> GenerationSummary:
     req = GenerationRequest(
         messages=({"role": "user", "content": f"Summarise this:\n\n{_text(topic)}"},),
         max_tokens=max_tokens,
         sampling=SamplingParams(temperature=0.0),
-        speculative=POOL,
+        speculative=spec,
     )
     return [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
 
@@ -60,3 +65,77 @@ def test_a_reply_too_short_to_win_back_the_catch_up_leaves_the_draft_model_untri
     before = _run(session, "meadow", 3)
     assert before.per_source["draft"]["drafted"] > 0
     assert "idle_reason" not in before.per_source["draft"]
+
+
+def _dd_picks_the_draft_model(s: Session) -> None:
+    """A table (not measured: written for the test) in which the draft model wins narrowly at every length, and
+    lookup is the best without it: whether the draft runs then turns on its catch-up alone."""
+    rows = [
+        FrontierRow(0, 4096, setting, tps, 0.5, 3, True, prompt_tokens=600)
+        for setting, tps in ((PLAIN, 40.0), (LOOKUP, 45.0), (DRAFT, 48.0))
+    ]
+    s.set_policy(DynamicDraftPolicy(new_table(session_fingerprint(s), rows), session_fingerprint(s)))
+
+
+def test_dd_runs_its_choice_without_the_draft_model_when_the_catch_up_cannot_pay(session: Session) -> None:
+    _dd_picks_the_draft_model(session)
+    first = _run(session, "river", 24, spec=None)  # no prefill speed measured yet: nothing to weigh, the draft runs
+    dd = first.dynamic_draft
+    assert dd is not None and dd["reason"] == "table_row" and dd["catch_up_ms"] is None
+    assert first.settings == DRAFT and first.per_source["draft"]["drafted"] > 0
+    assert session.sources["draft"].prefill_ms_per_token is not None  # type: ignore[attr-defined]
+
+    short = _run(session, "forest", 3, spec=None)  # ~500 tokens to prefill to gain on 3 tokens at 48 vs 45 tok/s
+    dd = short.dynamic_draft
+    assert dd is not None and dd["reason"] == "catch_up" and dd["passed_over"] == DRAFT.label(), dd
+    assert dd["applied"] and dd["selected_label"] == LOOKUP.label() and dd["catch_up_ms"] > 0
+    assert short.settings == LOOKUP and short.per_source.get("draft", {}).get("drafted", 0) == 0
+
+    session.weigh_catch_up = False  # the choice before: the table's pick runs whatever its draft must prefill
+    before = _run(session, "meadow", 3, spec=None)
+    assert before.settings == DRAFT and before.dynamic_draft is not None
+    assert before.dynamic_draft["reason"] == "table_row" and before.dynamic_draft["catch_up_ms"] is None
+
+
+def test_the_prefill_speed_is_remembered_across_a_restart(smollm2_path: Path, smollm2_q2k_path: Path) -> None:
+    cfg = EngineConfig(model=str(smollm2_path), draft=str(smollm2_q2k_path), n_ctx=2048)
+    s = Session(cfg)
+    try:
+        _dd_picks_the_draft_model(s)
+        _run(s, "river", 8, spec=None)  # the draft runs and times its prefill; DD's weighing opened the memory
+        measured = s.sources["draft"].prefill_ms_per_token  # type: ignore[attr-defined]
+        assert measured is not None
+    finally:
+        s.close()
+    again = Session(cfg)
+    try:
+        _dd_picks_the_draft_model(again)
+        short = _run(again, "forest", 3, spec=None)  # a restart's first long prompt is weighed too
+        assert short.dynamic_draft is not None and short.dynamic_draft["reason"] == "catch_up", short.dynamic_draft
+        assert short.dynamic_draft["catch_up_ms"] > 0
+    finally:
+        again.close()
+
+
+def test_dynadraft_generate_reports_the_catch_up_after_a_restart(smollm2_path: Path, smollm2_q2k_path: Path) -> None:
+    """Two `dynadraft generate --json` processes, as a user runs them: the first times the draft's prefill (and
+    keeps it in the source memory), the second, a new long text for 3 tokens, says DD passed over the draft row."""
+    from tests.journeys.helpers import generate_json
+
+    args = ("--model", str(smollm2_path), "--draft", str(smollm2_q2k_path), "--ctx-size", "2048", "--threads", "1")
+    s = Session(EngineConfig(model=str(smollm2_path), draft=str(smollm2_q2k_path), n_ctx=2048, n_threads=1))
+    try:
+        _dd_picks_the_draft_model(s)
+        store = calibration_store(s.config.model, s.config.draft)
+        assert s.policy.table is not None
+        store.save(s.policy.table)
+    finally:
+        s.close()
+    first, _ = generate_json(*args, "--prompt", "Say hello to the river.", "--max-tokens", "8", "--temperature", "0")
+    assert first["dynamic_draft"]["reason"] == "table_row" and first["speculative"] == DRAFT.to_dict(), first
+    second, _ = generate_json(
+        *args, "--prompt", f"Summarise this:\n\n{_text('forest')}", "--max-tokens", "3", "--temperature", "0"
+    )
+    dd = second["dynamic_draft"]
+    assert dd["reason"] == "catch_up" and dd["passed_over"] == DRAFT.label() and dd["catch_up_ms"] > 0, dd
+    assert second["speculative"] == LOOKUP.to_dict()

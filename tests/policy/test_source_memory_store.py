@@ -97,3 +97,25 @@ def test_damaged_verify_costs_move_the_file_aside(tmp_path: Path, costs: object)
     store = SourceMemoryStore(path, "A", costs="T")
     assert store.note and "damaged" in store.note and store.verify_costs() == {}
     assert list(tmp_path.glob(f"{MEMORY_FILE}.damaged-*"))
+
+
+def test_a_draft_prefill_speed_is_kept_per_pair_and_device(tmp_path: Path) -> None:
+    path = tmp_path / MEMORY_FILE
+    SourceMemoryStore(path, "A").record("code", _outcome(0.03))  # a file from before prefill speeds
+    store = SourceMemoryStore(path, "A")
+    assert store.prefill_sums("draft") is None and store.note is None
+    store.record_prefill_sums("draft", (8020.0, 630.5))
+    store.flush()
+    assert SourceMemoryStore(path, "A").prefill_sums("draft") == (8020.0, 630.5)
+    assert SourceMemoryStore(path, "B").prefill_sums("draft") is None  # another pair or device: its own
+    assert SourceMemoryStore(path, "A").get("code")["lookup"].requests == 1
+
+
+@pytest.mark.parametrize(
+    "speeds", [[1], {"A": 3.0}, {"A": {"draft": 0.1}}, {"A": {"draft": [10, -1.0]}}, {"A": {"draft": [True, 5]}}]
+)
+def test_a_damaged_prefill_speed_moves_the_file_aside(tmp_path: Path, speeds: object) -> None:
+    path = tmp_path / MEMORY_FILE
+    path.write_text(json.dumps({"schema_version": 1, "pairs": {}, "draft_prefill": speeds}))
+    store = SourceMemoryStore(path, "A")
+    assert store.note and "damaged" in store.note and store.prefill_sums("draft") is None
