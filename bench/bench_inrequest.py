@@ -75,6 +75,8 @@ from app.speculative.telemetry import SourceStats  # noqa: E402
 
 POOL = SpecSettings("pool", 16, 0, 0.0, cost_stop=True)  # the quick grid's pool (app.calibration.runner.candidates)
 MAX_STEP = 16  # the engine's default draft allocation (draft_n_max_cap), the ceiling's longest draft
+MAX_TOKENS = 96  # the held-out requests' max_tokens (the traces' generation length; a few stopped sooner)
+IGNORED = "DD, catch-up ignored"  # first turns only: DD's picks before it weighed the draft's catch-up
 POLICIES = (
     "DD 1 prompt",
     "DD (engine rules)",
@@ -245,6 +247,7 @@ def run(
     groups_of = {group(n): n for n in order}  # one held-out prompt per group names its keys and sections
     table_class = {g: (detected[n][1] or detected[n][0]) for g, n in groups_of.items()}
     caps = DraftCaps(n_max=MAX_STEP, draft_loaded=True)
+    no_draft = DraftCaps(n_max=MAX_STEP, draft_loaded=False)
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -300,9 +303,14 @@ def run(
 
         for ctx in dev.target.depths:
 
-            def decide(k: int, name: str | None, ctx: int = ctx) -> str:
+            def decide(k: int, name: str | None, ctx: int = ctx, weigh: bool = True) -> str:
+                """DD's pick, as Session makes it: on a first turn a fixed draft pick is weighed against the draft's
+                catch-up (DynamicDraftPolicy.weigh_catch_up), priced here at the simulated prefill rate."""
                 keys = detected[name] if name else (None, None)
-                return engines[k].decide(ctx, None, caps, keys[0], None, keys[1])[0].label()
+                s, rec = engines[k].decide(ctx, None, caps, keys[0], None, keys[1])
+                if weigh and prefill is not None:
+                    s, rec = engines[k].weigh_catch_up(s, rec, caps, no_draft, prefill(ctx) * ctx, MAX_TOKENS)
+                return s.label()
 
             def as_served(pick: str, tr: dict, store: SourceMemoryStore, timed: dict, ctx: int = ctx) -> tuple:
                 """A pick as the engine serves it: a pool pick warm from `store` (and into it), else its static row."""
@@ -323,6 +331,7 @@ def run(
                 return fresh("calibrated", ctx, stores[k][ctx])
 
             picks = {k: {g: decide(k, n) for g, n in groups_of.items()} for k in engines}
+            unweighed = {g: decide(class_prompts, n, weigh=False) for g, n in groups_of.items()}
             context_pick = decide(class_prompts, None)
             timed_all = {tr["name"]: {lbl: tps(tr, s, ctx, ft) for lbl, s in grid.items()} for tr in work}
             # DD as a user gets it: the held-out prompts in one stream, each pool pick warm from the store the
@@ -360,6 +369,8 @@ def run(
                     "per-step ceiling": ceiling(tr, ctx, dev, ft),
                     "plain": timed["off"],
                 }
+                if ft:
+                    row[IGNORED] = as_served(unweighed[group(name)], tr, calibrated(), timed)
                 per_prompt[name] = row
             groups: dict[str, list[str]] = {"mix": order}
             for name in order:
@@ -370,10 +381,15 @@ def run(
                 {
                     "context": ctx,
                     "dd_engine_picks": picks[class_prompts],
+                    **({"dd_picks_catch_up_ignored": unweighed} if ft else {}),
                     "dd_one_prompt_picks": picks[1],
                     "context_only_pick": context_pick,
                     "groups": {
-                        g: {p: _mix([per_prompt[n][p] for n in names]) for p in POLICIES}
+                        g: {
+                            p: _mix([per_prompt[n][p] for n in names])
+                            for p in (*POLICIES, IGNORED)
+                            if ft or p != IGNORED
+                        }
                         for g, names in sorted(groups.items(), key=lambda kv: (kv[0] != "mix", kv[0]))
                     },
                     "prompts": {n: {p: round(_mix([v]), 2) for p, v in r.items()} for n, r in per_prompt.items()},
@@ -389,14 +405,16 @@ def run(
     }
 
 
-HEAD = (
-    "| context | group | " + " | ".join(f"{p} tok/s" for p in POLICIES) + " | DD / context-only | DD / oracle "
-    "| DD / plain | DD in order / oracle | DD in order / context-only | ceiling / context-only |"
-)
+def head(policies: list[str]) -> str:
+    return (
+        "| context | group | " + " | ".join(f"{p} tok/s" for p in policies) + " | DD / context-only | DD / oracle "
+        "| DD / plain | DD in order / oracle | DD in order / context-only | ceiling / context-only |"
+    )
 
 
 def markdown(result: dict) -> str:
     """The result as a markdown table; "DD" is the engine's rules over the quick calibration, served warm."""
+    policies = list(result["contexts"][0]["groups"]["mix"])
     lines = [
         f"SIMULATED (H200 cost curves {result['costs']}, target {result['target']}, draft {result['draft']}; "
         "acceptance from the recorded CPU traces)"
@@ -407,12 +425,12 @@ def markdown(result: dict) -> str:
             else ""
         ),
         "",
-        HEAD,
-        "|" + "---|" * (HEAD.count("|") - 1),
+        head(policies),
+        "|" + "---|" * (head(policies).count("|") - 1),
     ]
     for r in result["contexts"]:
         for g, m in r["groups"].items():
-            cells = " | ".join(f"{m[p]:.2f}" for p in POLICIES)
+            cells = " | ".join(f"{m[p]:.2f}" for p in policies)
             dd, live, base = m["DD (engine rules)"], m["DD served in order"], m["context-only DD"]
             lines.append(
                 f"| {r['context']} | {g} | {cells} | {dd / base:.3f} | {dd / m['oracle']:.3f} | {dd / m['plain']:.3f} "
@@ -421,6 +439,8 @@ def markdown(result: dict) -> str:
     lines.append("")
     for r in result["contexts"]:
         lines.append(f"- context {r['context']}: DD under the engine's rules picks {r['dd_engine_picks']}")
+        if "dd_picks_catch_up_ignored" in r:
+            lines.append(f"- context {r['context']}: DD ignoring the catch-up picks {r['dd_picks_catch_up_ignored']}")
         lines.append(f"- context {r['context']}: DD on 1 prompt per class picks {r['dd_one_prompt_picks']}")
         lines.append(f"- context {r['context']}: context-only DD picks {r['context_only_pick']}")
     return "\n".join(lines) + "\n"
