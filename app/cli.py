@@ -90,11 +90,19 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", required=True, help="the user message")
     p.add_argument("--system", help="a system message")
     p.add_argument("--raw", action="store_true", help="send the prompt as raw text, without the chat template")
-    p.add_argument("--max-tokens", type=int, required=True, metavar="N")
-    p.add_argument("--temperature", type=float, required=True, metavar="T", help="0 for greedy")
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--min-p", type=float, default=0.0)
+    # Sampling defaults are llama-cli's (-n -1, --temp 0.8, --top-k 40, --top-p 0.95, --min-p 0.05): the tool users
+    # compare this command with, so a bare `dynadraft generate --model M --prompt P` behaves as theirs does.
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="tokens to generate (default -1: until the reply ends or the context window is full)",
+    )
+    p.add_argument("--temperature", type=float, default=0.8, metavar="T", help="0 for greedy (default 0.8)")
+    p.add_argument("--top-k", type=int, default=40, help="0: off (default 40)")
+    p.add_argument("--top-p", type=float, default=0.95, help="1: off (default 0.95)")
+    p.add_argument("--min-p", type=float, default=0.05, help="0: off (default 0.05)")
     p.add_argument("--seed", type=int, metavar="S")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     _add_profile(p)

@@ -51,14 +51,18 @@ def run_generate(args: argparse.Namespace) -> int:
         if args.system:
             messages.append({"role": "system", "content": args.system})
         messages.append({"role": "user", "content": args.prompt})
+        if args.max_tokens == 0 or args.max_tokens < -1:
+            raise ValueError(f"--max-tokens must be >= 1, or -1 for no limit; got {args.max_tokens}")
         request = GenerationRequest(
             messages=None if args.raw else tuple(messages),
             prompt=args.prompt if args.raw else None,
-            max_tokens=args.max_tokens,
+            max_tokens=max(args.max_tokens, 1),
             sampling=sampling,
             stop=tuple(args.stop),
             speculative=spec,
         )
+        if args.max_tokens == -1:
+            request = request.to_context_end()
     except ValueError as e:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from app.runtime.sampling import SamplingParams
@@ -78,6 +78,10 @@ class GenerationRequest:
             raise InvalidRequest(f"logprobs: the number of alternatives must be in [0, {MAX_TOP_LOGPROBS}]")
         if len(self.stop) > 8 or any(not s for s in self.stop):
             raise InvalidRequest("stop: at most 8 non-empty strings")
+
+    def to_context_end(self) -> GenerationRequest:
+        """This request without a token limit: as many tokens as the context window leaves after the prompt."""
+        return replace(self, max_tokens=1 << 30, until_context_end=True)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from app.engine.types import DoneEvent, EngineError, GenerationRequest, TextEven
 from app.server.body import ClientGone, race_disconnect
 from app.server.bridge import Generation
 from app.server.errors import ApiError, from_engine_error
-from app.server.openai_common import StreamFormat, requested_max_tokens, until_context_end
+from app.server.openai_common import StreamFormat, requested_max_tokens
 from app.server.state import ServerState
 
 
@@ -40,7 +40,7 @@ class CompletionFlow:
         when it runs the request, so a full queue answers 429 at once instead of after the running generation."""
         if explicit is not None:
             return request
-        return until_context_end(request)
+        return request.to_context_end()
 
     def submit(self, request: GenerationRequest) -> Generation:
         try:

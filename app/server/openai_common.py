@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -130,11 +130,6 @@ def build_generation(
     except InvalidRequest as e:
         param = "stop" if str(e).startswith("stop") else ("messages" if "message" in str(e) else None)
         raise ApiError(400, str(e), code=e.code, param=param) from None
-
-
-def until_context_end(request: GenerationRequest) -> GenerationRequest:
-    """The request without a client limit: as many tokens as the context window leaves after the prompt."""
-    return replace(request, max_tokens=1 << 30, until_context_end=True)
 
 
 # -- responses -----------------------------------------------------------------------------------------------------

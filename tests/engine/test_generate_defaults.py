@@ -1,0 +1,26 @@
+"""`dynadraft generate` with llama-cli's defaults: no sampling flags and no token limit needed, a bad limit refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.journeys.helpers import THREADS, dynadraft, generate_json
+
+CTX = 256  # llama.cpp pads the context window to a multiple of 256: this one it keeps as asked
+
+
+def test_a_bare_generate_samples_until_the_context_is_full(smollm2_path: Path) -> None:
+    # No --max-tokens, --temperature or top-k/p: llama-cli's -n -1 and its samplers. A raw story opening (no chat
+    # template, so no turn to end) does not stop within the ~240 tokens the window leaves: the run ends at the window's
+    # end (the seed makes it repeatable).
+    args = ("--model", str(smollm2_path), "--ctx-size", str(CTX), *THREADS, "--no-spec", "--seed", "1")
+    out, _ = generate_json(*args, "--raw", "--prompt", "Chapter One\n\nThe dragon who collected teapots")
+    t = out["timings"]
+    assert out["finish_reason"] == "length"
+    assert t["prompt_n"] + t["predicted_n"] == CTX
+
+
+def test_a_token_limit_of_zero_is_refused_with_the_flags_meaning(smollm2_path: Path) -> None:
+    p = dynadraft("generate", "--model", str(smollm2_path), "--prompt", "Hi", "--max-tokens", "0")
+    assert p.returncode == 2
+    assert "--max-tokens must be >= 1, or -1 for no limit; got 0" in p.stderr
