@@ -227,6 +227,7 @@ def run(
     prefill = catch_up_rate(costs[draft]) if first_turn else None
     dev = Device(CostCurve(costs[target]["ms"]), CostCurve(costs[draft]["ms"]), draft_prefill=prefill)
     ft = first_turn
+    policies = (*POLICIES, IGNORED) if ft else POLICIES
     grid = {s.label(): s for s in candidates(("draft", "lookup"), "quick")}
     by_name = {t["name"]: t for t in traces}
     order = [name for name, _, _ in HELD_OUT]
@@ -385,11 +386,7 @@ def run(
                     "dd_one_prompt_picks": picks[1],
                     "context_only_pick": context_pick,
                     "groups": {
-                        g: {
-                            p: _mix([per_prompt[n][p] for n in names])
-                            for p in (*POLICIES, IGNORED)
-                            if ft or p != IGNORED
-                        }
+                        g: {p: _mix([per_prompt[n][p] for n in names]) for p in policies}
                         for g, names in sorted(groups.items(), key=lambda kv: (kv[0] != "mix", kv[0]))
                     },
                     "prompts": {n: {p: round(_mix([v]), 2) for p, v in r.items()} for n, r in per_prompt.items()},
@@ -415,6 +412,7 @@ def head(policies: list[str]) -> str:
 def markdown(result: dict) -> str:
     """The result as a markdown table; "DD" is the engine's rules over the quick calibration, served warm."""
     policies = list(result["contexts"][0]["groups"]["mix"])
+    header = head(policies)
     lines = [
         f"SIMULATED (H200 cost curves {result['costs']}, target {result['target']}, draft {result['draft']}; "
         "acceptance from the recorded CPU traces)"
@@ -425,8 +423,8 @@ def markdown(result: dict) -> str:
             else ""
         ),
         "",
-        head(policies),
-        "|" + "---|" * (head(policies).count("|") - 1),
+        header,
+        "|" + "---|" * (header.count("|") - 1),
     ]
     for r in result["contexts"]:
         for g, m in r["groups"].items():

@@ -768,15 +768,21 @@ class Session:
         at its measured prefill speed): DynamicDraftPolicy.weigh_catch_up keeps it or runs the best choice without
         the draft model. Not weighed before that speed was measured once, nor under a device cost profile."""
         src = self.sources.get(settings.source)
-        if not (record.applied and hasattr(src, "kv_prefix") and self.weigh_catch_up and self.pool_step_cost is None):
+        if not (record.applied and hasattr(src, "kv_prefix") and self._prices_catch_up):
             return settings, record
         self._recall_prefill_speed(settings.source, src)
         ms = catch_up_ms(src, len(prompt) - src.kv_prefix(prompt))  # type: ignore[union-attr]
         return self.policy.weigh_catch_up(settings, record, self.caps, self._caps_without_draft, ms, max_tokens)
 
+    @property
+    def _prices_catch_up(self) -> bool:
+        """Whether a draft's catch-up is priced (in ms: not under a device cost profile, whose units are not ms)."""
+        return self.weigh_catch_up and self.pool_step_cost is None
+
     def _recall_prefill_speed(self, name: str, src: object) -> None:
         """A draft source not yet timed in this session starts from the prefill sums the memory kept."""
-        if getattr(src, "prefill_sums", (1.0, 0.0))[0] > 0.0 or (store := self.source_memory()) is None:
+        sums = getattr(src, "prefill_sums", None)
+        if sums is None or sums[0] > 0.0 or (store := self.source_memory()) is None:
             return
         if (sums := store.prefill_sums(name)) is not None:
             src.prefill_sums = sums  # type: ignore[attr-defined]
@@ -794,7 +800,7 @@ class Session:
     def _catch_up(self, run: _Run, history: list[int], available: set[str]) -> dict[str, float] | None:
         """Each available pool source's one-off ms before its next draft (None under a device cost profile: its
         units are not ms)."""
-        if self.pool_step_cost is not None or not self.weigh_catch_up:
+        if not self._prices_catch_up:
             return None
         out = {}
         for name in available:

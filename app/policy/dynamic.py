@@ -336,12 +336,12 @@ class DynamicDraftPolicy:
                 if choice is not None:
                     setting, reason, c_lo, c_hi = choice.selected, choice.reason, choice.ctx_lo, choice.ctx_hi
                     is_static = choice.is_static
-                    tps = choice.selected_row.median_tps if choice.selected_row is not None else None
+                    tps = choice.selected_tps
                 elif hi <= first_lo:
                     first = choices[0]  # below the smallest range: that range's choice
                     setting, reason, c_lo, c_hi = first.selected, "out_of_range", first.ctx_lo, first.ctx_hi
                     is_static = first.is_static
-                    tps = first.selected_row.median_tps if first.selected_row is not None else None
+                    tps = first.selected_tps
                 else:
                     # Above the largest range, or in a gap between ranges: the best static setting.
                     setting, reason, c_lo, c_hi, is_static = (

@@ -82,6 +82,11 @@ class RangeChoice:
     def is_static(self) -> bool:
         return self.static_row is not None and self.selected == self.static_row.setting
 
+    @property
+    def selected_tps(self) -> float | None:
+        """The selected row's measured median tok/s (None when the selection has no row of its own)."""
+        return self.selected_row.median_tps if self.selected_row is not None else None
+
 
 def noise_margin(
     row: FrontierRow, static_row: FrontierRow, min_gain: float = DEFAULT_MIN_GAIN, unknown_spread: float = 0.0

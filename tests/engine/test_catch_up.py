@@ -13,23 +13,17 @@ import pytest
 from app.engine.identity import calibration_store, session_fingerprint
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
-from app.policy import DynamicDraftPolicy, FrontierRow, new_table
+from app.policy import DynamicDraftPolicy, new_table
 from app.runtime.sampling import SamplingParams
-from app.speculative.settings import PLAIN, SpecSettings
+from app.speculative.settings import SpecSettings
+from tests.engine.helpers import DRAFT, LOOKUP, draft_wins_narrowly, long_text
 
 POOL = SpecSettings("pool", 8)
-DRAFT = SpecSettings("draft", 4)
-LOOKUP = SpecSettings("lookup", 4)
-
-
-def _text(topic: str) -> str:
-    """About 500 tokens of prose on `topic`: a prompt the draft model has not seen."""
-    return " ".join(f"Note {i} on {topic}: the {topic} changes with the season and the weather." for i in range(30))
 
 
 def _run(s: Session, topic: str, max_tokens: int, spec: SpecSettings | None = POOL) -> GenerationSummary:
     req = GenerationRequest(
-        messages=({"role": "user", "content": f"Summarise this:\n\n{_text(topic)}"},),
+        messages=({"role": "user", "content": f"Summarise this:\n\n{long_text(topic)}"},),
         max_tokens=max_tokens,
         sampling=SamplingParams(temperature=0.0),
         speculative=spec,
@@ -68,13 +62,8 @@ def test_a_reply_too_short_to_win_back_the_catch_up_leaves_the_draft_model_untri
 
 
 def _dd_picks_the_draft_model(s: Session) -> None:
-    """A table (not measured: written for the test) in which the draft model wins narrowly at every length, and
-    lookup is the best without it: whether the draft runs then turns on its catch-up alone."""
-    rows = [
-        FrontierRow(0, 4096, setting, tps, 0.5, 3, True, prompt_tokens=600)
-        for setting, tps in ((PLAIN, 40.0), (LOOKUP, 45.0), (DRAFT, 48.0))
-    ]
-    s.set_policy(DynamicDraftPolicy(new_table(session_fingerprint(s), rows), session_fingerprint(s)))
+    fp = session_fingerprint(s)
+    s.set_policy(DynamicDraftPolicy(new_table(fp, draft_wins_narrowly()), fp))
 
 
 def test_dd_runs_its_choice_without_the_draft_model_when_the_catch_up_cannot_pay(session: Session) -> None:
@@ -134,7 +123,7 @@ def test_dynadraft_generate_reports_the_catch_up_after_a_restart(smollm2_path: P
     first, _ = generate_json(*args, "--prompt", "Say hello to the river.", "--max-tokens", "8", "--temperature", "0")
     assert first["dynamic_draft"]["reason"] == "table_row" and first["speculative"] == DRAFT.to_dict(), first
     second, _ = generate_json(
-        *args, "--prompt", f"Summarise this:\n\n{_text('forest')}", "--max-tokens", "3", "--temperature", "0"
+        *args, "--prompt", f"Summarise this:\n\n{long_text('forest')}", "--max-tokens", "3", "--temperature", "0"
     )
     dd = second["dynamic_draft"]
     assert dd["reason"] == "catch_up" and dd["passed_over"] == DRAFT.label() and dd["catch_up_ms"] > 0, dd

@@ -12,11 +12,8 @@ import pytest
 
 from app.engine.identity import calibration_store, session_fingerprint
 from app.gui.main import MainWindow
-from app.policy import FrontierRow, new_table
-from app.speculative.settings import PLAIN, SpecSettings
-
-DRAFT = SpecSettings("draft", 4)
-LOOKUP = SpecSettings("lookup", 4)
+from app.policy import new_table
+from tests.engine.helpers import DRAFT, LOOKUP, draft_wins_narrowly, long_text
 
 
 @pytest.fixture()
@@ -33,16 +30,14 @@ def draft_engine(smollm2_path: Path) -> Iterator[object]:
 
 def test_the_footer_says_which_draft_row_its_catch_up_ruled_out(make_window, draft_engine, qtbot) -> None:  # type: ignore[no-untyped-def]
     fp = draft_engine.call(session_fingerprint)
-    # Not measured (written for the test): the draft model wins narrowly, lookup is the best without it.
-    rows = [FrontierRow(0, 1 << 20, s, v, 0.5, 3, True) for s, v in ((PLAIN, 40.0), (LOOKUP, 45.0), (DRAFT, 48.0))]
     store = calibration_store(draft_engine.config.model, draft_engine.config.draft)
-    store.save(new_table(fp, rows))
+    store.save(new_table(fp, draft_wins_narrowly()))
     try:
         assert "using table" in draft_engine.call(lambda s: s.reload_policy())
         w: MainWindow = make_window(engine=draft_engine, model_label="SmolLM2-135M + Q2_K draft (test)")
         w.resize(2000, 800)
         footers = []
-        for text, max_tokens in (("Say hello to the river.", 8), (_text("forest"), 3)):
+        for text, max_tokens in (("Say hello to the river.", 8), (f"Summarise this:\n\n{long_text('forest')}", 3)):
             w.chat.new_conversation()
             w.chat.apply_settings("", {"temperature": 0.0, "max_tokens": max_tokens, "spec_mode": "auto"})
             with qtbot.waitSignal(w.chat.reply_finished, timeout=120_000):
@@ -58,8 +53,3 @@ def test_the_footer_says_which_draft_row_its_catch_up_ruled_out(make_window, dra
             w.chat.bubbles()[-1].grab().save(str(Path(shots) / "catch-up-footer-bubble.png"))
     finally:
         shutil.rmtree(store.root, ignore_errors=True)
-
-
-def _text(topic: str) -> str:
-    body = " ".join(f"Note {i} on {topic}: the {topic} changes with the season and the weather." for i in range(30))
-    return f"Summarise this:\n\n{body}"
