@@ -312,9 +312,15 @@ class SourcePool:
             arm.idle_steps += 1
         # Warm-up and probes are only for a source that could pay here: one that loses to plain decoding even if every
         # token it drafts were accepted (a small CPU, where verifying 2 rows costs ~2 decodes) is never worth a try.
+        # A source that has measured acceptance (remembered: the source memory hands back part of its warm-up after
+        # requests it sat out) and must catch up first is re-measured only within a probe's budget: its warm-up then
+        # buys a re-measurement, not a first one, at the price of a prefill. Unbounded, the draft model's return to
+        # its warm-up on a first turn prefilled 8k tokens for a few drafts (SIMULATED on the H200 curves: served in
+        # order, copy_edit/near_copy fell from 98.8 to 77.8 tok/s, bench/results/2026-12-03-warm-up-catch-up.md).
         for name, arm in arms.items():
             if arm.pulls < WARMUP_PULLS and not arm.shadowed and self._could_pay(name, offers, amortise=False):
-                if self._could_pay(name, offers):
+                known = arm.length.acceptance.seen[0]
+                if self._could_pay(name, offers) and (not known or self._probe_affordable(name)):
                     return self._chosen(name, self._length(name, offers) if name != "none" else 0)
                 self._price_out(name)
         for name, arm in arms.items():  # never chosen nor scored for a while: its estimate may be stale

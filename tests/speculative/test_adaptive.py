@@ -228,6 +228,30 @@ def test_a_catch_up_the_rest_of_the_reply_cannot_win_back_keeps_a_source_out() -
     assert picks[0] == "draft" and long.priced_out == {}
 
 
+def test_a_remembered_source_gets_its_warm_up_back_after_a_catch_up_only_within_a_probes_budget() -> None:
+    """The source memory hands a source that sat out earlier requests part of its warm-up back. When the source
+    must first catch up, that warm-up re-measures known acceptance at the price of a prefill: it is a probe, so it
+    is bounded by PROBE_BUDGET (4,000 ms here: 5 % of 2,000 tokens at 40 ms). A source the pool knows nothing of
+    still gets its warm-up whenever the rest of the reply could pay the catch-up back."""
+    from app.speculative.memory import ArmMemory, warm_start_pool
+
+    remembered = ArmMemory(reward=0.02, pulls=1.0, acceptance=[0.5, 0.5], draft_ms_per_token=4.0, requests=3)
+
+    def first_pick(memory: ArmMemory | None, catch_up: float) -> tuple[str, SourcePool]:
+        pool = SourcePool(["draft"], 0, 8, verify_ms=dict(MILD_CPU_VERIFY), draft_ms={"draft": 4.0})
+        if memory is not None:
+            warm_start_pool(pool, {"draft": memory})
+            assert pool.arms["draft"].pulls == 1  # below WARMUP_PULLS: its warm-up is partly back
+        return pool.choose(None, None, {"draft": catch_up}, 2000)[0], pool
+
+    # All 8 drafted tokens accepted, the draft makes a step 10 % cheaper per token: 2,000 tokens pay back ~7,000 ms.
+    assert first_pick(None, 5000.0)[0] == "draft"  # unknown: its first measurement is worth the prefill
+    name, pool = first_pick(remembered, 5000.0)
+    assert name == "none" and pool.priced_out == {"draft": 5000.0}  # known, and the prefill is over budget
+    assert first_pick(remembered, 3000.0)[0] == "draft"  # within budget: re-measured as before
+    assert first_pick(remembered, 0.0)[0] == "draft"  # nothing to catch up: its warm-up is a step's price
+
+
 def test_without_a_catch_up_the_pool_chooses_as_before() -> None:
     """No catch-up (or none measured) leaves every choice to the per-step rates."""
     for catch_up in (0.0, None):
