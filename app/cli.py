@@ -51,7 +51,13 @@ def _add_server_binary(p: argparse.ArgumentParser) -> None:
 
 def _add_profile(p: argparse.ArgumentParser) -> None:
     """The engine-profile flags, the same in every subcommand; unset flags resolve in app.engine.profile."""
-    p.add_argument("--ctx-size", type=int, metavar="N", help="context window in tokens (default: 4096)")
+    p.add_argument(
+        "--ctx-size",
+        type=int,
+        metavar="N",
+        help="context window in tokens (default: 4096; 0: the model's training context; capped at it, and rounded "
+        "up to a multiple of 256, as llama.cpp does)",
+    )
     p.add_argument("--batch-size", type=int, metavar="N", help="tokens per decode batch (default: 512)")
     p.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: one per physical core)")
     p.add_argument(

@@ -12,7 +12,7 @@ from app.calibration.external import calibrate_session
 from app.calibration.runner import CalibrationCancelled, Progress, check_corpus
 from app.engine.session import config_from_args
 from app.engine.types import EngineError
-from app.engine.worker import Engine
+from app.engine.worker import Engine, print_context_notes
 
 
 def plan_changes(args: argparse.Namespace) -> dict[str, object]:
@@ -68,6 +68,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     try:
         with Engine(config) as engine:
+            print_context_notes(engine, "dynadraft calibrate")
             result = engine.call(
                 lambda s: calibrate_session(s, mode, args.budget_min, progress=show, cancel=cancel, **changes)
             )

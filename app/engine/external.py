@@ -11,7 +11,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from app.engine.external_policy import LOOKUP_SPEC_TYPE, load_policy, lookup_args, per_request_state, spec_types
-from app.engine.runtime import Capabilities
+from app.engine.runtime import Capabilities, ModelMeta
 from app.engine.session import (
     EngineConfig,
     adds_bos,
@@ -171,6 +171,14 @@ class ExternalSession:
     @property
     def n_ctx(self) -> int:
         return self.features.n_ctx or self.config.n_ctx
+
+    def model_meta(self) -> ModelMeta:
+        """Its context window as the server reports it (a llama-server caps it and logs why itself)."""
+        f = self.features
+        template = self.config.chat_template or f.chat_template
+        return ModelMeta(
+            self.n_ctx, build=f.build_info, chat_template=template, bos_token=f.bos_token, eos_token=f.eos_token
+        )
 
     def set_policy(self, policy: DynamicDraftPolicy) -> None:
         self.policy = policy

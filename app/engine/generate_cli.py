@@ -8,7 +8,7 @@ import sys
 
 from app.engine.session import config_from_args
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEvent, TextEvent
-from app.engine.worker import Engine
+from app.engine.worker import Engine, print_context_notes
 from app.runtime.sampling import SamplingParams
 from app.speculative.mtp import MtpSource
 from app.speculative.registry import POOL
@@ -74,6 +74,7 @@ def run_generate(args: argparse.Namespace) -> int:
         return 2
     try:
         with Engine(config) as engine:
+            print_context_notes(engine, "dynadraft generate")
             handle = engine.submit(request)
             summary = None
             for ev in handle.events():

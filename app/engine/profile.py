@@ -15,6 +15,7 @@ from app.policy.fingerprint import FLASH_ATTN_MODES
 from app.runtime.device import ALL_LAYERS, default_gpu_layers
 
 DEFAULT_CTX = 4096
+CTX_FROM_MODEL = 0  # --ctx-size 0: the model's training context, as llama.cpp's `-c 0`
 DEFAULT_BATCH = 512
 DEFAULT_THREADS = 0  # all cores
 DEFAULT_FLASH_ATTN = "auto"  # as llama.cpp's -fa
@@ -68,7 +69,8 @@ def resolve_profile(
     threads: int | None = None,
     devices: Sequence[Any] | None = None,
 ) -> EngineProfile:
-    """The profile for what the user set; None (or 0 for sizes) means the default.
+    """The profile for what the user set; None (or 0 for the batch size) means the default. A context size of 0
+    means the model's training context (llama.cpp's `-c 0`), known once the model is loaded (`context_window`).
 
     GPU layers default to device detection (`default_gpu_layers`: every layer when a real GPU is there, 0 on a
     CPU-only machine); an explicit value always wins. Raises ValueError for values llama.cpp would refuse.
@@ -76,12 +78,41 @@ def resolve_profile(
     fa = flash_attn or DEFAULT_FLASH_ATTN
     if fa not in FLASH_ATTN_MODES:
         raise ValueError(f"flash attention must be one of {', '.join(FLASH_ATTN_MODES)}")
-    n_ctx = ctx_size or DEFAULT_CTX
+    n_ctx = DEFAULT_CTX if ctx_size is None else ctx_size
     n_batch = batch_size or DEFAULT_BATCH
-    if n_ctx < 16 or n_batch < 1 or (threads or 0) < 0:
-        raise ValueError("context size must be >= 16, batch size >= 1 and threads >= 0")
+    if (n_ctx != CTX_FROM_MODEL and n_ctx < 16) or n_batch < 1 or (threads or 0) < 0:
+        raise ValueError(
+            "context size must be >= 16 (or 0: the model's training context), batch size >= 1 and threads >= 0"
+        )
     layers = default_gpu_layers(devices) if gpu_layers is None else gpu_layers
     return EngineProfile(n_ctx, normalise_gpu_layers(layers), fa, n_batch, threads or DEFAULT_THREADS)
+
+
+def context_window(requested: int, n_ctx_train: int) -> tuple[int, str | None]:
+    """The context window to allocate when `requested` tokens were asked for (0: the model's training context)
+    and the model was trained on `n_ctx_train` (0: it does not say), with a note when that is not what was asked.
+
+    Beyond the training context the model has never seen a position: llama-server caps each slot there (with a
+    warning), so DynaDraft caps it too, and at allocation, so the KV cache is not sized for positions it will not
+    use. llama.cpp then rounds the window up to a multiple of 256 (`allocation_note`).
+    """
+    if requested == CTX_FROM_MODEL:
+        if n_ctx_train > 0:
+            return n_ctx_train, f"context window {n_ctx_train} tokens: the model's training context (--ctx-size 0)"
+        return DEFAULT_CTX, f"context window {DEFAULT_CTX} tokens: the model does not say its training context"
+    if 0 < n_ctx_train < requested:
+        return (
+            n_ctx_train,
+            f"context capped to {n_ctx_train} tokens, the model's training context ({requested} asked)",
+        )
+    return requested, None
+
+
+def allocation_note(asked: int, got: int) -> str | None:
+    """A note when llama.cpp allocated a different window than asked (it pads n_ctx to a multiple of 256)."""
+    if got == asked:
+        return None
+    return f"context window {got} tokens: llama.cpp rounds {asked} up to a multiple of 256"
 
 
 def profile_from_args(args: Any) -> EngineProfile:

@@ -29,13 +29,43 @@ class Capabilities:
     adaptive: bool
 
 
+@dataclass(frozen=True)
+class ModelMeta:
+    """What a runtime knows of its loaded model, as llama-server's /props and /v1/models report it (None: unknown).
+
+    n_ctx: the context window a request may fill; notes: where that window is not what was asked, and why.
+    """
+
+    n_ctx: int
+    n_ctx_train: int | None = None
+    n_params: int | None = None
+    size: int | None = None  # bytes of weights
+    n_vocab: int | None = None
+    notes: tuple[str, ...] = ()
+    build: str = ""  # the runtime's build ("llama-cpp-python 0.3.36", a llama-server's build_info)
+    chat_template: str = ""  # the template applied ("" when none: raw prompts only)
+    bos_token: str = ""
+    eos_token: str = ""
+
+    def to_json(self) -> dict[str, int | None]:
+        """llama-server's `meta` object of a /v1/models entry (the fields DynaDraft knows)."""
+        return {
+            "n_ctx": self.n_ctx,
+            "n_ctx_train": self.n_ctx_train,
+            "n_params": self.n_params,
+            "size": self.size,
+            "n_vocab": self.n_vocab,
+        }
+
+
 class Runtime(Protocol):
     """One loaded model (and draft) that one engine thread drives; not thread-safe.
 
     `generate` yields TextEvent/StepEvent and ends with a DoneEvent, raising EngineError subclasses for refused or
     failed requests; `format_prompt` gives exactly the tokens the model will see; `caps` is the draft allocation;
     `policy` is Dynamic Draft for this runtime and `reload_policy()` re-reads its table (returns a status line, also
-    kept in `dd_status`); `status()` is one line saying which runtime this is and what it honours.
+    kept in `dd_status`); `status()` is one line saying which runtime this is and what it honours; `model_meta()`
+    what it knows of the model (its context window above all).
     """
 
     config: EngineConfig
@@ -62,5 +92,7 @@ class Runtime(Protocol):
     def reload_policy(self) -> str: ...
 
     def status(self) -> str: ...
+
+    def model_meta(self) -> ModelMeta: ...
 
     def close(self) -> None: ...

@@ -16,8 +16,14 @@ from app.engine import memory
 from app.engine.cache import ConversationCache
 from app.engine.chat import TemplateError, TextStream, render_chat
 from app.engine.logprobs import token_logprob
-from app.engine.profile import EngineProfile, profile_from_args, recalibrate_command
-from app.engine.runtime import Capabilities
+from app.engine.profile import (
+    EngineProfile,
+    allocation_note,
+    context_window,
+    profile_from_args,
+    recalibrate_command,
+)
+from app.engine.runtime import Capabilities, ModelMeta
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,
@@ -329,11 +335,15 @@ class Session:
         self.model = Model(
             config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts, load_mtp=config.mtp != "off")
         )
+        n_ctx, note = context_window(config.n_ctx, self.model.n_ctx_train)
+        ctx_params = replace(ctx_params, n_ctx=n_ctx)
         try:
             self.ctx = Context(self.model, ctx_params)
         except LlamaError:
             self.model.close()
             raise
+        # What the context window is, where it is not what was asked (the CLI, the server and the app say so).
+        self.context_notes = tuple(n for n in (note, allocation_note(n_ctx, self.ctx.n_ctx)) if n)
         self.draft_model: Model | None = None
         dctx = None
         if config.draft:
@@ -458,6 +468,23 @@ class Session:
     @property
     def n_ctx(self) -> int:
         return int(self.ctx.n_ctx)
+
+    def model_meta(self) -> ModelMeta:
+        from app.engine.identity import llama_build
+
+        m = self.model
+        return ModelMeta(
+            self.n_ctx,
+            m.n_ctx_train,
+            m.n_params,
+            m.size_bytes,
+            m.vocab.n_vocab,
+            self.context_notes,
+            llama_build(),
+            self.config.chat_template or m.chat_template or "",
+            self._bos_text,
+            self._eos_text,
+        )
 
     def reload_policy(self) -> str:
         """Load the active calibration table for this exact engine (Dynamic Draft); returns a status line.

@@ -5,13 +5,14 @@ from __future__ import annotations
 import itertools
 import logging
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
-from app.engine.runtime import Runtime
+from app.engine.runtime import ModelMeta, Runtime
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, EngineError, Event, GenerationRequest, GenerationSummary, QueueFull
 
@@ -98,6 +99,12 @@ def apply_dd_options(session: Runtime, enabled: bool, force: bool) -> str:
     return "Dynamic Draft off" if not enabled else str(session.dd_status) + ("; force mode" if force else "")
 
 
+def print_context_notes(engine: Engine, prog: str) -> None:
+    """Say on stderr where the loaded context window is not what was asked (a command line's start)."""
+    for note in engine.model_meta.notes:
+        print(f"{prog}: {note}", file=sys.stderr, flush=True)
+
+
 def open_session(config: EngineConfig) -> Runtime:
     """The runtime for a config: the bundled llama.cpp, or an external llama-server when `server_binary` is set.
 
@@ -132,6 +139,7 @@ class Engine:
         self._ready = threading.Event()
         self._load_error: BaseException | None = None
         self._session: Runtime | None = None
+        self._meta: ModelMeta | None = None
         self._busy = threading.Event()
         self._ids = itertools.count(1)
         self.on_event = on_event  # optional tap (e.g. live graphs); called on the engine thread, keep it cheap
@@ -176,6 +184,14 @@ class Engine:
         except queue.Full:
             raise QueueFull(f"the engine queue is full ({self.max_queue} waiting); try again shortly") from None
         return handle
+
+    @property
+    def model_meta(self) -> ModelMeta:
+        """What the runtime knows of the loaded model (read at load, so no call queues behind a generation)."""
+        self._check_alive()
+        if self._meta is None:
+            raise EngineError("the model is still loading")
+        return self._meta
 
     def dd_table(self) -> Any:
         """The calibration table Dynamic Draft applies now (a FrontierTable), or None: no table, stale, or DD off.
@@ -222,6 +238,7 @@ class Engine:
     def _run(self) -> None:
         try:
             self._session = open_session(self.config)
+            self._meta = self._session.model_meta()
         except BaseException as e:  # reported through wait_ready
             self._load_error = e
             self._ready.set()

@@ -287,8 +287,18 @@ class MainWindow(QMainWindow):
         self.endpoint.set_engine(engine, Path(choice.model).stem)
         self.calibration.set_engine(engine)
         self.welcome.show_loaded(choice.demo)
-        self.st_model.setText(choice.label)
-        self.st_model.setToolTip(choice.model + (f"\ndraft: {choice.draft}" if choice.draft else ""))
+        meta = engine.model_meta
+        window = f"{meta.n_ctx // 1024}k" if meta.n_ctx % 1024 == 0 else str(meta.n_ctx)
+        self.st_model.setText(f"{choice.label} · {window} ctx")
+        trained = f" (trained on {meta.n_ctx_train})" if meta.n_ctx_train else ""
+        self.st_model.setToolTip(
+            choice.model
+            + (f"\ndraft: {choice.draft}" if choice.draft else "")
+            + f"\ncontext window: {meta.n_ctx} tokens{trained}"
+            + "".join(f"\n{note}" for note in meta.notes)
+        )
+        if meta.notes:  # a window other than the one asked for is said where the user looks, not only in a tooltip
+            self.statusBar().showMessage("; ".join(meta.notes), 30_000)
         if choice.server_binary:  # which per-request fields this build honours, from its /props (off-thread)
             self._runtime_call = BackgroundCall(
                 lambda: engine.call(lambda runtime: runtime.status(), timeout=10), "dynadraft-gui-runtime", self

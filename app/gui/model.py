@@ -276,7 +276,10 @@ class ModelDialog(QDialog):
         self.n_ctx = QSpinBox()
         self.n_ctx.setRange(512, 262144)
         self.n_ctx.setSingleStep(1024)
-        self.n_ctx.setToolTip("Context window in tokens (prompt + reply); larger uses more memory")
+        self.n_ctx.setToolTip(
+            "Context window in tokens (prompt + reply); larger uses more memory. Capped at the model's training "
+            "context, as llama-server caps it (the status bar says so)"
+        )
         self.gpu_layers = QSpinBox()
         self.gpu_layers.setRange(AUTO_LAYERS, 999)
         self.gpu_layers.setSpecialValueText("auto (all layers when a GPU is detected)")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from app.engine.session import config_from_args
 from app.engine.types import EngineError
-from app.engine.worker import Engine
+from app.engine.worker import Engine, print_context_notes
 from app.server.runner import EndpointError, EndpointServer, is_loopback
 
 
@@ -54,6 +54,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except EngineError as e:
         print(f"dynadraft serve: {e}", file=sys.stderr)
         return 1
+    print_context_notes(engine, "dynadraft serve")
     server = EndpointServer(
         engine,
         getattr(args, "model_id", None),

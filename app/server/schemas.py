@@ -196,6 +196,8 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "dynadraft"
+    # llama-server's extension: n_ctx (the window a request may fill), n_ctx_train, n_params, size, n_vocab
+    meta: dict[str, int | None] | None = None
 
 
 class ModelList(BaseModel):

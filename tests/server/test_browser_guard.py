@@ -59,7 +59,7 @@ def test_foreign_origin_is_403_and_allowed_origin_served(serve_url: str) -> None
     assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == "http://app.example"
 
 
-@pytest.mark.parametrize("path", ["/v1/models", "/metrics", "/health"])
+@pytest.mark.parametrize("path", ["/v1/models", "/metrics", "/health", "/props"])
 @pytest.mark.parametrize(
     "host", ["evil.example", "evil.example:8080", "localhost.evil.example", "127.0.0.2", "[::2]:1"]
 )

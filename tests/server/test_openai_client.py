@@ -30,6 +30,19 @@ def test_models_list_and_retrieve(client: openai.OpenAI) -> None:
         client.models.retrieve("no-such-model")
 
 
+def test_the_context_window_is_where_llama_server_clients_look(client: openai.OpenAI, http: httpx.Client) -> None:
+    """llama-server's conventions: `meta` on each /v1/models entry, and /props with the default n_ctx, the template
+    and the build (web UIs and agents size their prompts from them)."""
+    meta = client.models.list().data[0].model_extra["meta"]  # type: ignore[index]
+    assert meta["n_ctx"] == 2048 and meta["n_ctx_train"] >= 2048  # the server fixture runs a 2048-token window
+    assert meta["n_params"] > 100_000_000 and meta["size"] > 0 and meta["n_vocab"] > 1000
+    props = http.get("/props").json()
+    assert props["default_generation_settings"]["n_ctx"] == 2048 and props["total_slots"] == 1
+    assert props["model_alias"] == MODEL_ID and props["model_path"].endswith(".gguf")
+    assert "im_start" in props["chat_template"] and props["eos_token"]  # SmolLM2's ChatML template
+    assert props["build_info"].startswith("DynaDraft (llama-cpp-python ")
+
+
 def test_chat_plain_with_usage_timings_and_dd(client: openai.OpenAI) -> None:
     resp = client.chat.completions.create(model=MODEL_ID, messages=MESSAGES, max_tokens=12, temperature=0)  # type: ignore[arg-type]
     choice = resp.choices[0]

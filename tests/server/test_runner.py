@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from app.engine.runtime import ModelMeta
 from app.engine.session import EngineConfig
 from app.engine.types import EngineError, GenerationRequest
 from app.engine.worker import Engine, EventSink, RequestHandle
@@ -80,6 +81,8 @@ def test_api_key_required(engine: Engine) -> None:
         bad = httpx.get(f"{srv.url}/v1/models", headers={"Authorization": "Bearer wrong"})
         assert bad.status_code == 401
         assert httpx.get(f"{srv.url}/metrics").status_code == 401
+        # /props names the model's file (a local path): unlike llama-server's, it needs the key too
+        assert httpx.get(f"{srv.url}/props").status_code == 401
         assert httpx.get(f"{srv.url}/health").status_code == 200  # status polling stays open
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=f"{srv.url}/v1", api_key="nope", max_retries=0).models.list()
@@ -127,6 +130,7 @@ class _FailingEngine:
         self.max_queue = 4
         self.queue_depth = 0
         self.error = error
+        self.model_meta = ModelMeta(n_ctx=config.n_ctx)
 
     def submit(self, request: GenerationRequest, sink: EventSink | None = None) -> RequestHandle:
         handle = RequestHandle(request, sink)

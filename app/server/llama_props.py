@@ -1,0 +1,32 @@
+"""llama-server's /props: the context window, template and build, where its clients and web UIs look for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from app.server.state import ServerState
+
+
+def props(state: ServerState) -> dict[str, Any]:
+    """The subset of llama-server's /props that describes this endpoint (one slot, text only, never asleep)."""
+    meta = state.meta
+    return {
+        "default_generation_settings": {"n_ctx": meta.n_ctx},
+        "total_slots": 1,
+        "model_alias": state.model_id,
+        "model_path": state.engine.config.model,
+        "modalities": {"vision": False, "audio": False},
+        "chat_template": meta.chat_template,
+        "bos_token": meta.bos_token,
+        "eos_token": meta.eos_token,
+        "build_info": f"DynaDraft ({meta.build})" if meta.build else "DynaDraft",
+        "is_sleeping": False,
+    }
+
+
+def install(app: FastAPI, state: ServerState) -> None:
+    @app.get("/props")
+    async def get_props() -> dict[str, Any]:
+        return props(state)
