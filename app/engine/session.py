@@ -481,7 +481,7 @@ class Session:
             m.vocab.n_vocab,
             self.context_notes,
             llama_build(),
-            self.config.chat_template or m.chat_template or "",
+            self._chat_template or "",
             self._bos_text,
             self._eos_text,
         )
@@ -513,12 +513,17 @@ class Session:
             self.dd_status += ": " + recalibrate_command(self.config.model, self.config.draft, profile_of(self.config))
         return self.dd_status
 
+    @property
+    def _chat_template(self) -> str | None:
+        """The template requests are rendered with: --chat-template-file's, else the GGUF's own."""
+        return self.config.chat_template or self.model.chat_template
+
     def render_prompt(self, request: GenerationRequest) -> str:
         """The chat template applied to the request's messages (with its tools and template variables)."""
         assert request.messages is not None
         try:
             return render_chat(
-                self.config.chat_template or self.model.chat_template,
+                self._chat_template,
                 request.messages,
                 request.add_generation_prompt,
                 bos_token=self._bos_text,

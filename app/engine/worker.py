@@ -188,8 +188,8 @@ class Engine:
     @property
     def model_meta(self) -> ModelMeta:
         """What the runtime knows of the loaded model (read at load, so no call queues behind a generation)."""
-        self._check_alive()
         if self._meta is None:
+            self._check_alive()
             raise EngineError("the model is still loading")
         return self._meta
 

@@ -47,7 +47,6 @@ def create_app(
         aliases=_model_aliases(model_id, config.model, aliases),
         has_draft=config.draft is not None,
         max_body_bytes=max_body_bytes,
-        meta=engine.model_meta,
         metrics=metrics or Metrics(),
         dd_table_provider=dd_table_provider,
     )

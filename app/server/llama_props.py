@@ -11,7 +11,7 @@ from app.server.state import ServerState
 
 def props(state: ServerState) -> dict[str, Any]:
     """The subset of llama-server's /props that describes this endpoint (one slot, text only, never asleep)."""
-    meta = state.meta
+    meta = state.engine.model_meta
     return {
         "default_generation_settings": {"n_ctx": meta.n_ctx},
         "total_slots": 1,

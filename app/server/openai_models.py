@@ -14,7 +14,7 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
     state = flow.state
 
     def card() -> ModelCard:
-        return ModelCard(id=state.model_id, created=state.created, meta=state.meta.to_json())
+        return ModelCard(id=state.model_id, created=state.created, meta=state.engine.model_meta.to_json())
 
     @app.get("/v1/models")
     async def list_models() -> dict[str, Any]:

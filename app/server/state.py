@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine.runtime import ModelMeta
 from app.engine.worker import Engine
 from app.server.bridge import Generation
 from app.server.metrics import Metrics
@@ -25,7 +24,6 @@ class ServerState:
     aliases: frozenset[str]
     has_draft: bool
     max_body_bytes: int
-    meta: ModelMeta  # the loaded model as /props and /v1/models report it
     metrics: Metrics = field(default_factory=Metrics)
     dd_table_provider: DDTableProvider | None = None
     created: int = field(default_factory=lambda: int(time.time()))
