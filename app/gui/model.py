@@ -252,6 +252,7 @@ class ModelController(QObject):
 
 
 AUTO_LAYERS = -2  # the GPU-layers spin box's "auto" (device detection)
+MAX_CTX = 262144  # the context spin box's ceiling while no model (or one without a training context) is chosen
 
 
 class ModelDialog(QDialog):
@@ -274,11 +275,12 @@ class ModelDialog(QDialog):
         self.draft = QLineEdit(current.draft or "" if current else "")
         self.draft.setPlaceholderText("optional: a smaller model with the same tokenizer, for speculative decoding")
         self.n_ctx = QSpinBox()
-        self.n_ctx.setRange(512, 262144)
+        self.n_ctx.setRange(512, MAX_CTX)
         self.n_ctx.setSingleStep(1024)
         self.n_ctx.setToolTip(
-            "Context window in tokens (prompt + reply); larger uses more memory. Capped at the model's training "
-            "context, as llama-server caps it (the status bar says so)"
+            "Context window in tokens (prompt + reply); larger uses more memory. It stops at the model's training "
+            "context (said below once a model is chosen): llama.cpp's server caps a larger window there, and so "
+            "does DynaDraft"
         )
         self.gpu_layers = QSpinBox()
         self.gpu_layers.setRange(AUTO_LAYERS, 999)
@@ -299,7 +301,16 @@ class ModelDialog(QDialog):
             "Flash attention, as llama.cpp's -fa. 'auto' uses it where the backend supports it. It changes how much "
             "a draft verify costs, so calibrate again after changing it."
         )
+        self.trained = QLabel("")
+        self.trained.setStyleSheet("color: #555;")
+        # The window the user (or the remembered profile) asked for, kept apart from the box's value: a model with
+        # a shorter training context lowers the value, and choosing a larger model afterwards gives it back.
+        self._wanted_ctx = self.n_ctx.value()
+        self._clamping = False
+        self.n_ctx.valueChanged.connect(self._ctx_edited)
         self._set_profile(current)
+        self._show_trained()
+        self.model.textChanged.connect(self._show_trained)
         self.model.editingFinished.connect(self._model_changed)
         self.server = QLineEdit(current.server_binary or "" if current else "")
         self.server.setPlaceholderText("optional: a fork's llama-server binary (e.g. for ROCmFPx models)")
@@ -320,6 +331,7 @@ class ModelDialog(QDialog):
         form.addRow("Model (GGUF)", row(self.model, "Choose the model"))
         form.addRow("Draft model", row(self.draft, "Choose a draft model"))
         form.addRow("Context size", self.n_ctx)
+        form.addRow("", self.trained)
         form.addRow("GPU layers", self.gpu_layers)
         form.addRow("Threads", self.threads)
         form.addRow("Flash attention", self.flash_attn)
@@ -351,9 +363,27 @@ class ModelDialog(QDialog):
 
     def _set_profile(self, c: ModelChoice | None) -> None:
         self.n_ctx.setValue(c.n_ctx if c else 4096)
+        self._wanted_ctx = c.n_ctx if c else 4096  # what was asked, even where this model's maximum lowered it
         self.gpu_layers.setValue(AUTO_LAYERS if c is None or c.n_gpu_layers is None else c.n_gpu_layers)
         self.threads.setValue(c.n_threads if c else 0)
         self.flash_attn.setCurrentText(c.flash_attn if c else "auto")
+
+    def _show_trained(self) -> None:
+        """Say the chosen model's training context and stop the context box there: the engine caps a larger
+        window to it anyway (as llama-server caps a slot), so offering more would only promise what does not run."""
+        from app.models.inspection import trained_context
+
+        path = self.model.text().strip()
+        trained = trained_context(path) if path and Path(path).is_file() else None
+        self._clamping = True
+        self.n_ctx.setMaximum(max(self.n_ctx.minimum(), trained) if trained else MAX_CTX)
+        self.n_ctx.setValue(self._wanted_ctx)  # clamped to the new maximum
+        self._clamping = False
+        self.trained.setText(f"This model was trained on {trained:,} tokens: the most it can use." if trained else "")
+
+    def _ctx_edited(self, value: int) -> None:
+        if not self._clamping:
+            self._wanted_ctx = value
 
     def _model_changed(self) -> None:
         """A model chosen again gets the profile it last ran with (so its calibration table still applies)."""
@@ -394,7 +424,12 @@ class ModelDialog(QDialog):
         layers = None if self.gpu_layers.value() == AUTO_LAYERS else self.gpu_layers.value()
         if self.use_demo:
             p = demo_path()
-            return ModelChoice(str(p), None, min(self.n_ctx.value(), 8192), layers, True) if p else None
+            if p is None:
+                return None
+            from app.models.inspection import trained_context
+
+            n_ctx = min(self.n_ctx.value(), trained_context(p) or self.n_ctx.value())
+            return ModelChoice(str(p), None, n_ctx, layers, True)
         return ModelChoice(
             self.model.text().strip(),
             self.draft.text().strip() or None,

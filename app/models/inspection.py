@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.models.gguf_reader import GGUFFile, read_gguf
+from app.models.gguf_reader import GGUFError, GGUFFile, read_gguf
 from app.models.quant_types import FORK, MAINLINE, UNKNOWN, name_file_type, name_tensor_type
 
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -170,6 +170,15 @@ def inspect_gguf(path: str | Path) -> GGUFReport:
         missing_shards=missing,
         mtp_layers=_int_or_none(_arch_key(head, "nextn_predict_layers")) or 0,
     )
+
+
+def trained_context(path: str | Path) -> int | None:
+    """The model's training context (its `<arch>.context_length`) from the header, or None when the file has none or
+    is not a readable GGUF (loading then says why). Token lists are skipped: this runs as the user types a path."""
+    try:
+        return _int_or_none(_arch_key(read_gguf(path, max_array=0), "context_length"))
+    except (GGUFError, OSError):
+        return None
 
 
 def format_params(n: int) -> str:
