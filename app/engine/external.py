@@ -71,6 +71,7 @@ def server_spec(config: EngineConfig, start: SpecSettings) -> ServerSpec:
         draft_n_min=start.n_min,
         draft_p_min=start.p_min,
         extra_args=lookup_args(config.server_binary, start) if lookup else (),
+        chat_template=config.chat_template,
     )
 
 
@@ -173,11 +174,11 @@ class ExternalSession:
         return self.features.n_ctx or self.config.n_ctx
 
     def model_meta(self) -> ModelMeta:
-        """Its context window as the server reports it (a llama-server caps it and logs why itself)."""
+        """Its context window and chat template as the server reports them (a llama-server caps the window and logs
+        why itself; a --chat-template-file it was given is the template its /props names)."""
         f = self.features
-        template = self.config.chat_template or f.chat_template
         return ModelMeta(
-            self.n_ctx, build=f.build_info, chat_template=template, bos_token=f.bos_token, eos_token=f.eos_token
+            self.n_ctx, build=f.build_info, chat_template=f.chat_template, bos_token=f.bos_token, eos_token=f.eos_token
         )
 
     def set_policy(self, policy: DynamicDraftPolicy) -> None:

@@ -80,6 +80,7 @@ class ServerSpec:
     draft_p_min: float = 0.75
     extra_args: tuple[str, ...] = ()
     start_timeout_s: float = 180.0
+    chat_template: str | None = None  # a Jinja template instead of the GGUF's: written to a file for the server
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ class CliDialect:
     @classmethod
     def from_help(cls, text: str) -> CliDialect:
         new = "--spec-draft-n-max" in text
-        switches = ("--no-webui", "--jinja", "--no-warmup")
+        switches = ("--no-webui", "--jinja", "--no-warmup", "--chat-template-file")
         return cls(
             draft_n_max="--spec-draft-n-max" if new else "--draft-max",
             draft_n_min="--spec-draft-n-min" if new else "--draft-min",
@@ -213,6 +214,7 @@ def _log_folder() -> Path:
     logs = sorted((p for p in folder.glob("*.log") if p not in in_use), key=lambda p: p.stat().st_mtime)
     for old in logs[:-_KEEP_LOGS]:
         old.unlink(missing_ok=True)
+        old.with_suffix(".jinja").unlink(missing_ok=True)  # the chat template that server was given, if any
     return folder
 
 
@@ -236,6 +238,12 @@ class ExternalServer:
             if path is not None and not Path(path).is_file():
                 raise ExternalServerError(f"{label} not found: {path}")
         self.dialect = probe_cli(binary)
+        if self.spec.chat_template and "--chat-template-file" not in self.dialect.has:
+            # Said, not dropped: the server would otherwise apply the GGUF's template to every request.
+            raise ExternalServerError(
+                f"{binary.name} has no --chat-template-file option, so it cannot use the chat template given; "
+                "leave the template out, or use a newer llama-server"
+            )
         return binary
 
     def command(self, binary: Path, port: int) -> list[str]:
@@ -260,7 +268,13 @@ class ExternalServer:
             cmd += [d.draft_n_max, str(s.draft_n_max), d.draft_n_min, str(s.draft_n_min)]
             cmd += [d.draft_p_min, f"{s.draft_p_min:g}"]
         cmd += [f for f in ("--no-webui", "--jinja", "--no-warmup") if f in d.has]
+        if s.chat_template:  # after --jinja: older builds accept only known templates without it
+            cmd += ["--chat-template-file", str(self.template_path(port))]
         return cmd + list(s.extra_args)
+
+    def template_path(self, port: int) -> Path:
+        """Where the spec's chat template is written for the server to read, beside the server's log."""
+        return _log_folder() / f"{Path(self.spec.model).stem}-{port}.jinja"
 
     def start(self) -> ExternalServer:
         """Validate, spawn, and wait until /health answers 200; raises ExternalServerError with the log's tail.
@@ -288,6 +302,8 @@ class ExternalServer:
             if self.log_path is None:
                 self.log_path = _log_folder() / f"{Path(self.spec.model).stem}-{self.port}.log"
             cmd = self.command(binary, self.port)
+            if self.spec.chat_template:
+                self.template_path(self.port).write_text(self.spec.chat_template, encoding="utf-8")
             with open(self.log_path, "wb") as log:
                 log.write(("$ " + " ".join(cmd) + "\n").encode())
                 log.flush()

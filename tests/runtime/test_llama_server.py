@@ -254,3 +254,40 @@ def test_engine_and_cli_run_on_the_external_server(target: str, server_binary: s
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out["tokens"]) == 3 and out["dynamic_draft"]["runtime"]["build"]
+
+
+# A template unlike SmolLM2's own, so whichever one was applied shows in the prompt.
+MARKED_TEMPLATE = (
+    "{% for m in messages %}[[{{ m['role'] }}]] {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}[[assistant]] {% endif %}"
+)
+
+
+def test_a_chat_template_file_reaches_the_server(target: str, server_binary: str) -> None:
+    """--chat-template-file with --server-binary: the server applies the given template (not the GGUF's), its
+    /props names it, and the prompt is the very one the bundled runtime makes with the same template."""
+    request = GenerationRequest(messages=MESSAGES, max_tokens=4, cache_prompt=False)
+    local = Session(_config(target, None, chat_template=MARKED_TEMPLATE))
+    try:
+        local_prompt = local.format_prompt(request)
+    finally:
+        local.close()
+    s = ExternalSession(_config(target, server_binary, chat_template=MARKED_TEMPLATE))
+    try:
+        tokens, text = s.templated(request)
+        assert text.startswith("[[user]] Name three colours") and text.endswith("[[assistant]] ")
+        assert tokens == local_prompt
+        assert s.model_meta().chat_template == MARKED_TEMPLATE  # what the server reports, not what was asked
+        assert "--chat-template-file" in s.server.logs().splitlines()[0]
+        assert s.server.port is not None and s.server.template_path(s.server.port).read_text() == MARKED_TEMPLATE
+    finally:
+        s.close()
+
+
+def test_a_build_without_chat_template_file_refuses_a_template(tmp_path: Path, target: str) -> None:
+    """An old build cannot take the template: said before anything starts, not silently served with the GGUF's."""
+    old = tmp_path / "llama-server"
+    old.write_text("#!/bin/sh\necho 'usage: llama-server --model FNAME --port PORT --chat-template JINJA'\n")
+    old.chmod(old.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(ExternalServerError, match="no --chat-template-file option"):
+        ExternalServer(ServerSpec(binary=str(old), model=target, chat_template=MARKED_TEMPLATE)).start()
