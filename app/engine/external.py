@@ -75,6 +75,23 @@ def server_spec(config: EngineConfig, start: SpecSettings) -> ServerSpec:
     )
 
 
+class ServerTokenizer:
+    """The Tokenizer of a model served by a llama-server: its /tokenize and /detokenize, one HTTP request each (a
+    connection per request, so any thread may call). Pieces are always rendered with special tokens as text, as
+    llama-server's /detokenize does; a piece that ends inside a UTF-8 character comes back as the server sends it."""
+
+    def __init__(self, session: ExternalSession) -> None:
+        self.session = session
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
+        return self.session._tokenize(text, add_special, parse_special)
+
+    def piece(self, token: int, special: bool = False) -> bytes:
+        if token < 0:
+            raise ValueError(f"token {token} is not in the vocabulary")
+        return str(self.session._call("POST", "/detokenize", {"tokens": [token]})["content"]).encode("utf-8")
+
+
 def speculative_fields(
     settings: SpecSettings, start: SpecSettings, features: ServerFeatures
 ) -> tuple[dict[str, Any], tuple[str, ...], SpecSettings]:
@@ -175,11 +192,30 @@ class ExternalSession:
 
     def model_meta(self) -> ModelMeta:
         """Its context window and chat template as the server reports them (a llama-server caps the window and logs
-        why itself; a --chat-template-file it was given is the template its /props names)."""
+        why itself; a --chat-template-file it was given is the template its /props names); the rest from the GGUF's
+        header, as llama-server's /v1/models reports it (None where the header cannot be read)."""
+        from app.models.gguf_reader import GGUFError
+        from app.models.inspection import inspect_gguf
+
         f = self.features
+        try:
+            report = inspect_gguf(self.config.model)
+        except (GGUFError, OSError):
+            report = None
         return ModelMeta(
-            self.n_ctx, build=f.build_info, chat_template=f.chat_template, bos_token=f.bos_token, eos_token=f.eos_token
+            self.n_ctx,
+            n_ctx_train=report.context_length if report else None,
+            n_params=report.parameter_count if report else None,
+            size=report.file_size if report else None,
+            n_vocab=report.tokenizer.vocab_size if report else None,
+            build=f.build_info,
+            chat_template=f.chat_template,
+            bos_token=f.bos_token,
+            eos_token=f.eos_token,
         )
+
+    def tokenizer(self) -> ServerTokenizer:
+        return ServerTokenizer(self)
 
     def set_policy(self, policy: DynamicDraftPolicy) -> None:
         self.policy = policy

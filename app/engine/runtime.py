@@ -58,6 +58,19 @@ class ModelMeta:
         }
 
 
+class Tokenizer(Protocol):
+    """A loaded model's tokenizer, callable from any thread: it reads the vocabulary, never a context, so counting a
+    prompt's tokens does not queue behind a generation (llama-server answers /tokenize on its HTTP threads too).
+
+    `piece(token, special)`: a token's bytes (part of a UTF-8 character, possibly); `special` renders control
+    tokens as their text. A token outside the vocabulary raises ValueError.
+    """
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]: ...
+
+    def piece(self, token: int, special: bool = False) -> bytes: ...
+
+
 class Runtime(Protocol):
     """One loaded model (and draft) that one engine thread drives; not thread-safe.
 
@@ -65,7 +78,7 @@ class Runtime(Protocol):
     failed requests; `format_prompt` gives exactly the tokens the model will see; `caps` is the draft allocation;
     `policy` is Dynamic Draft for this runtime and `reload_policy()` re-reads its table (returns a status line, also
     kept in `dd_status`); `status()` is one line saying which runtime this is and what it honours; `model_meta()`
-    what it knows of the model (its context window above all).
+    what it knows of the model (its context window above all); `tokenizer()` the model's tokenizer, for any thread.
     """
 
     config: EngineConfig
@@ -94,5 +107,7 @@ class Runtime(Protocol):
     def status(self) -> str: ...
 
     def model_meta(self) -> ModelMeta: ...
+
+    def tokenizer(self) -> Tokenizer: ...
 
     def close(self) -> None: ...

@@ -42,7 +42,7 @@ from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.policy.edit_kind import classify_request
 from app.runtime.device import resolve_flash_attn
 from app.runtime.grammar import Grammar, GrammarError
-from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams
+from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, Vocab
 from app.runtime.llama_mtp import mtp_unavailable_reason
 from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative import registry
@@ -485,6 +485,10 @@ class Session:
             self._bos_text,
             self._eos_text,
         )
+
+    def tokenizer(self) -> Vocab:
+        """llama.cpp's vocabulary: tokenizing reads the model only, never a context (Runtime's Tokenizer)."""
+        return self.model.vocab
 
     def reload_policy(self) -> str:
         """Load the active calibration table for this exact engine (Dynamic Draft); returns a status line.

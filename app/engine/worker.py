@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
-from app.engine.runtime import ModelMeta, Runtime
+from app.engine.runtime import ModelMeta, Runtime, Tokenizer
 from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, EngineError, Event, GenerationRequest, GenerationSummary, QueueFull
 
@@ -140,6 +140,7 @@ class Engine:
         self._load_error: BaseException | None = None
         self._session: Runtime | None = None
         self._meta: ModelMeta | None = None
+        self._tokenizer: Tokenizer | None = None
         self._busy = threading.Event()
         self._ids = itertools.count(1)
         self.on_event = on_event  # optional tap (e.g. live graphs); called on the engine thread, keep it cheap
@@ -188,10 +189,19 @@ class Engine:
     @property
     def model_meta(self) -> ModelMeta:
         """What the runtime knows of the loaded model (read at load, so no call queues behind a generation)."""
-        if self._meta is None:
+        return self._loaded(self._meta)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's tokenizer, for any thread (Tokenizer says why that is safe); read at load, like model_meta."""
+        return self._loaded(self._tokenizer)
+
+    def _loaded(self, value: T | None) -> T:
+        """A value read at load; before it exists, why not (loading, failed, or closed)."""
+        if value is None:
             self._check_alive()
             raise EngineError("the model is still loading")
-        return self._meta
+        return value
 
     def dd_table(self) -> Any:
         """The calibration table Dynamic Draft applies now (a FrontierTable), or None: no table, stale, or DD off.
@@ -239,6 +249,7 @@ class Engine:
         try:
             self._session = open_session(self.config)
             self._meta = self._session.model_meta()
+            self._tokenizer = self._session.tokenizer()
         except BaseException as e:  # reported through wait_ready
             self._load_error = e
             self._ready.set()

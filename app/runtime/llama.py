@@ -95,6 +95,8 @@ class Vocab:
         cached = self._piece_cache.get(key)
         if cached is not None:
             return cached
+        if not 0 <= token < self.n_vocab:  # llama.cpp indexes its token table unchecked here: that would abort
+            raise ValueError(f"token {token} is not in the vocabulary (0..{self.n_vocab - 1})")
         buf = ctypes.create_string_buffer(64)
         n = L.llama_token_to_piece(self.ptr, token, buf, 64, 0, special)
         if n < 0:

@@ -291,3 +291,25 @@ def test_a_build_without_chat_template_file_refuses_a_template(tmp_path: Path, t
     old.chmod(old.stat().st_mode | stat.S_IXUSR)
     with pytest.raises(ExternalServerError, match="no --chat-template-file option"):
         ExternalServer(ServerSpec(binary=str(old), model=target, chat_template=MARKED_TEMPLATE)).start()
+
+
+def test_the_external_runtime_tokenizes_and_describes_its_model_as_the_bundled_one(
+    target: str, plain_external: ExternalSession
+) -> None:
+    """Its Tokenizer (the server's /tokenize and /detokenize) and its model_meta (the GGUF's header) agree with the
+    bundled runtime's on the same file."""
+    local = Session(_config(target, None))
+    try:
+        text = "Hello, llamas: naïve café and <|im_start|> too."
+        want = local.tokenizer().tokenize(text, False, True)
+        pieces = [local.tokenizer().piece(t, special=True) for t in want]
+        meta = local.model_meta()
+    finally:
+        local.close()
+    tok = plain_external.tokenizer()
+    assert tok.tokenize(text, False, True) == want
+    assert [tok.piece(t, special=True) for t in want] == pieces
+    ext = plain_external.model_meta()
+    assert (ext.n_vocab, ext.n_ctx_train, ext.n_params) == (meta.n_vocab, meta.n_ctx_train, meta.n_params)
+    with pytest.raises(ValueError):
+        tok.piece(-1)

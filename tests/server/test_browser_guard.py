@@ -40,6 +40,15 @@ def test_simple_cross_site_post_is_415(serve_url: str, ctype: str) -> None:
     _error(_post(serve_url, {"Content-Type": ctype}), 415, "unsupported_media_type")
 
 
+@pytest.mark.parametrize("path", ["/tokenize", "/detokenize"])
+def test_llama_server_token_routes_are_guarded_too(serve_url: str, path: str) -> None:
+    body = json.dumps({"content": "hi", "tokens": [1]}).encode()
+    r = httpx.post(f"{serve_url}{path}", content=body, headers={"Content-Type": "text/plain"})
+    _error(r, 415, "unsupported_media_type")
+    r = httpx.post(f"{serve_url}{path}", content=body, headers={"Content-Type": "application/json", "Host": "evil.x"})
+    _error(r, 403, "host_not_allowed")
+
+
 @pytest.mark.parametrize("ctype", [None, "application/json", "application/json; charset=utf-8", "application/x+json"])
 def test_json_or_missing_media_type_is_served(serve_url: str, ctype: str | None) -> None:
     r = _post(serve_url, {"Content-Type": ctype} if ctype else {})

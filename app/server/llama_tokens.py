@@ -1,0 +1,86 @@
+"""llama-server's /tokenize and /detokenize: token ids and counts for clients that size their prompts themselves."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.engine.runtime import Tokenizer
+from app.engine.types import EngineError
+from app.server.body import parse_body
+from app.server.errors import ApiError, from_engine_error
+from app.server.state import ServerState
+
+MAX_TOKENS_IN = 1 << 20
+"""At most this many ids per /detokenize: far above any context window, small enough to answer in a moment."""
+
+
+class TokenizeBody(BaseModel):
+    """llama-server's fields and defaults; `content` is text only (its mixed text-and-ids form is not supported)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    content: str = ""
+    add_special: bool = False
+    parse_special: bool = True
+    with_pieces: bool = False
+
+
+class DetokenizeBody(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+    tokens: list[int] = Field(default_factory=list, max_length=MAX_TOKENS_IN)
+
+
+def piece_json(piece: bytes) -> str | list[int]:
+    """A piece as llama-server writes it: text when it is whole UTF-8, else its byte values."""
+    try:
+        return piece.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(piece)
+
+
+def tokenize(tok: Tokenizer, body: TokenizeBody) -> dict[str, Any]:
+    ids = tok.tokenize(body.content, body.add_special, body.parse_special) if body.content else []
+    if not body.with_pieces:
+        return {"tokens": ids}
+    return {"tokens": [{"id": t, "piece": piece_json(tok.piece(t, special=True))} for t in ids]}
+
+
+def detokenize(tok: Tokenizer, tokens: list[int], n_vocab: int | None) -> dict[str, Any]:
+    for i, t in enumerate(tokens):  # checked before any reaches llama.cpp, which would index its table with it
+        if t < 0 or (n_vocab is not None and t >= n_vocab):
+            limit = f"0..{n_vocab - 1}" if n_vocab is not None else "0 or more"
+            message = f"tokens.{i}: {t} is not a token of this model ({limit})"
+            raise ApiError(400, message, code="invalid_request", param=f"tokens.{i}")
+    try:
+        text = b"".join(tok.piece(t, special=True) for t in tokens)
+    except ValueError as e:
+        raise ApiError(400, str(e), code="invalid_request", param="tokens") from None
+    return {"content": text.decode("utf-8", "replace")}
+
+
+def install(app: FastAPI, state: ServerState) -> None:
+    def tokenizer() -> Tokenizer:
+        try:
+            return state.engine.tokenizer
+        except EngineError as e:
+            raise from_engine_error(e) from None
+
+    @app.post("/tokenize")
+    async def post_tokenize(request: Request) -> dict[str, Any]:
+        body = await parse_body(request, TokenizeBody, state.max_body_bytes)
+        try:  # off the event loop: a long text takes a while, and an external runtime answers over HTTP
+            return await asyncio.to_thread(tokenize, tokenizer(), body)
+        except EngineError as e:
+            raise from_engine_error(e) from None
+
+    @app.post("/detokenize")
+    async def post_detokenize(request: Request) -> dict[str, Any]:
+        body = await parse_body(request, DetokenizeBody, state.max_body_bytes)
+        n_vocab = state.engine.model_meta.n_vocab
+        try:
+            return await asyncio.to_thread(detokenize, tokenizer(), body.tokens, n_vocab)
+        except EngineError as e:
+            raise from_engine_error(e) from None
