@@ -17,6 +17,7 @@ from app.engine.session import (
     adds_bos,
     check_prompt_fits,
     choose_settings,
+    fit_history,
     policy_without_table,
     request_class,
 )
@@ -283,7 +284,7 @@ class ExternalSession:
             raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
         if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
             self._switch_source(spec)
-        prompt, prompt_text = self.templated(request)
+        request, prompt, prompt_text, dropped = fit_history(request, self.templated, self.n_ctx)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
         request = replace(request, max_tokens=max_tokens, until_context_end=False)
@@ -349,6 +350,7 @@ class ExternalSession:
                 settings=ran,
                 dynamic_draft=dd,
                 margins=tuple(margins),
+                dropped_messages=dropped,
             )
         )
 

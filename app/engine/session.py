@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -207,6 +207,44 @@ def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int, until_context_
             f"prompt ({n_prompt} tokens) + max_tokens ({max_tokens}) exceeds the context window of {n_ctx} tokens"
         )
     return max_tokens
+
+
+def fit_history(
+    request: GenerationRequest, templated: Callable[[GenerationRequest], tuple[list[int], str]], n_ctx: int
+) -> tuple[GenerationRequest, list[int], str, int]:
+    """(request, its prompt tokens, the prompt text, how many messages were left out) for `context_overflow`.
+
+    "drop_oldest" on a chat whose prompt and reply do not fit the window: its oldest turns are left out, a user
+    message and everything that answered it at a time, keeping the leading system messages and the newest turn
+    (LM Studio's rolling window; Ollama keeps the system prompt the same way). Whole turns, so the rest still
+    starts with a user message, as templates that check the roles' alternation require. Otherwise, or when even
+    the newest turn does not fit, the request as it came: check_prompt_fits then refuses it and says why.
+    """
+    prompt, text = templated(request)
+    messages = request.messages
+    if request.context_overflow != "drop_oldest" or messages is None or _fits(len(prompt), request, n_ctx):
+        return request, prompt, text, 0
+    head = 0
+    while head < len(messages) and messages[head].get("role") == "system":
+        head += 1
+    starts = [i for i in range(head, len(messages)) if messages[i].get("role") == "user"]
+    for cut in starts[1:]:  # the first turn onward stays in; each later user message is where the rest may start
+        shorter = replace(request, messages=messages[:head] + messages[cut:])
+        tokens, shorter_text = templated(shorter)
+        if _fits(len(tokens), shorter, n_ctx):
+            return shorter, tokens, shorter_text, cut - head
+    return request, prompt, text, 0
+
+
+def saying_dropped(events: Iterator[Event], dropped: int) -> Iterator[Event]:
+    """The events, the DoneEvent's summary saying how many messages fit_history left out."""
+    for ev in events:
+        yield DoneEvent(replace(ev.summary, dropped_messages=dropped)) if dropped and isinstance(ev, DoneEvent) else ev
+
+
+def _fits(n_prompt: int, request: GenerationRequest, n_ctx: int) -> bool:
+    """Whether check_prompt_fits accepts this prompt for this request."""
+    return n_prompt < n_ctx if request.until_context_end else n_prompt + request.max_tokens <= n_ctx
 
 
 def opens_think(prompt_text: str) -> bool:
@@ -586,14 +624,14 @@ class Session:
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
-        prompt, text = self.templated(request)
+        request, prompt, text, dropped = fit_history(request, self.templated, self.n_ctx)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
         request = replace(request, max_tokens=max_tokens, until_context_end=False)
         settings, record = self._choose_settings(n_prompt, request.speculative, request_class(request, text))
         grammar = self._compile_grammar(request.grammar)
         try:
-            yield from self._generate(request, prompt, settings, record, grammar, cancel)
+            yield from saying_dropped(self._generate(request, prompt, settings, record, grammar, cancel), dropped)
         finally:
             if grammar is not None:
                 grammar.close()

@@ -60,6 +60,10 @@ class GenerationRequest:
     # No client limit: generate up to the end of the context window, `max_tokens` then only an upper bound. The
     # engine thread measures the prompt, so admission (429) never waits for the running generation.
     until_context_end: bool = False
+    # A chat that outgrows the context window: "error" refuses it (ContextLengthExceeded, as llama-server does);
+    # "drop_oldest" leaves out its oldest turns until it fits (app.engine.session.fit_history), as LM Studio's
+    # rolling window and Ollama do. The app's chats use "drop_oldest"; the HTTP API keeps OpenAI's "error".
+    context_overflow: Literal["error", "drop_oldest"] = "error"
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -158,6 +162,7 @@ class GenerationSummary:
     content_class: str = ""  # the class the request's statistics and source memory are kept under
     content_subclass: str | None = None  # and its sub-class (copy_edit's near_copy / additive), when it has one
     source_memory: dict[str, Any] | None = None  # the warm start used (app/engine/memory.WarmStart.to_dict)
+    dropped_messages: int = 0  # oldest messages left out to fit the context window (context_overflow)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -173,6 +178,7 @@ class GenerationSummary:
             "content_class": self.content_class,
             "content_subclass": self.content_subclass,
             "source_memory": self.source_memory,
+            "dropped_messages": self.dropped_messages,
         }
 
 

@@ -23,7 +23,16 @@ DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     "spec_n_max": DEFAULT_N_MAX,
     "spec_p_min": DEFAULT_P_MIN,  # was 0.5 here and 0.0 in HTTP/CLI: one default now (see speculative/settings.py)
     "spec_cost_stop": False,  # the cost stop (SpecSettings.cost_stop) for an explicit source
+    # A chat longer than the context window leaves out its oldest turns (GenerationRequest.context_overflow), as
+    # LM Studio's rolling window does; "error" stops it with the engine's message instead.
+    "context_overflow": "drop_oldest",
 }
+
+CONTEXT_OVERFLOW = {
+    "drop_oldest": "Leave out the oldest messages",
+    "error": "Stop with an error",
+}
+"""The choices for a chat that outgrows the context window, as the settings dialog names them."""
 
 
 def spec_modes() -> dict[str, str]:
@@ -74,6 +83,7 @@ def build_request(conv: Conversation, history: list[Message]) -> GenerationReque
         ),
         speculative=spec_from_settings(s),
         request_id=f"gui-{conv.id}-{int(time.time() * 1000)}",
+        context_overflow="error" if s.get("context_overflow") == "error" else "drop_oldest",
         echo_open_think=True,  # a template that opens <think> in the prompt: the reply still shows its thinking
     )
 
@@ -99,6 +109,7 @@ def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, A
         "acceptance": (t.draft_n_accepted / t.draft_n) if t.draft_n else None,
         "steps": summary.steps,
         "finish_reason": summary.finish_reason,
+        "dropped_messages": summary.dropped_messages,
         "spec": summary.settings.label(),
         "dd": {
             "applied": bool(dd.get("applied")),
@@ -142,6 +153,8 @@ def format_stats(stats: dict[str, Any]) -> str:
     parts.append(f"{stats.get('tokens', 0)} tokens")
     if stats.get("cached_tokens"):
         parts.append(f"cached {stats['cached_tokens']} tokens")
+    if n := stats.get("dropped_messages"):
+        parts.append(f"{n} oldest message{'s' if n != 1 else ''} left out: the context window is full")
     dd = stats.get("dd") or {}
     state = "on" if dd.get("applied") else "off"
     why = dd.get("reason") or "n/a"

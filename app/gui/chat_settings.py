@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.chat_request import chat_settings, spec_modes
+from app.gui.chat_request import CONTEXT_OVERFLOW, chat_settings, spec_modes
 from app.gui.store import Conversation
 from app.speculative import registry
 
@@ -73,6 +73,14 @@ class ConversationSettingsDialog(QDialog):
             "stop each draft where one more token no longer pays, by this device's measured costs (instead of a "
             "fixed p_min; n_max stays the ceiling)"
         )
+        self.context_overflow = QComboBox()
+        for key, label in CONTEXT_OVERFLOW.items():
+            self.context_overflow.addItem(label, key)
+        self.context_overflow.setCurrentIndex(max(0, self.context_overflow.findData(s["context_overflow"])))
+        self.context_overflow.setToolTip(
+            "A chat whose history and reply no longer fit the model's context window: leave out its oldest turns "
+            "(the system prompt stays; the reply says how many were left out), or stop with an error"
+        )
         form = QFormLayout()
         form.addRow("System prompt", self.system)
         form.addRow("Temperature", self.temperature)
@@ -82,6 +90,7 @@ class ConversationSettingsDialog(QDialog):
         form.addRow("Repeat penalty", self.repeat_penalty)
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("Seed", self.seed)
+        form.addRow("Longer than the context", self.context_overflow)
         form.addRow("Speculation", self.spec_mode)
         form.addRow("Draft depth (n_max)", self.spec_n_max)
         p_min_row = QHBoxLayout()
@@ -109,6 +118,7 @@ class ConversationSettingsDialog(QDialog):
             "spec_n_max": self.spec_n_max.value(),
             "spec_p_min": self.spec_p_min.value(),
             "spec_cost_stop": self.spec_cost_stop.isChecked(),
+            "context_overflow": self.context_overflow.currentData(),
         }
 
 

@@ -135,6 +135,7 @@ class MessageWidget(QFrame):
         self.stats_label = QLabel("")
         self.stats_label.setStyleSheet("color: #666; font-size: 11px;")
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stats_label.setWordWrap(True)  # the whole footer, DD's decision too, not clipped at the edge
         self.copy_btn = QPushButton("Copy")
         self.copy_btn.setFlat(True)
         self.copy_btn.setToolTip("Copy this message as Markdown")

@@ -10,6 +10,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,16 @@ def test_the_external_runtime_tokenizes_and_describes_its_model_as_the_bundled_o
     assert (ext.n_vocab, ext.n_ctx_train, ext.n_params) == (meta.n_vocab, meta.n_ctx_train, meta.n_params)
     with pytest.raises(ValueError):
         tok.piece(-1)
+
+
+def test_a_chat_longer_than_the_window_leaves_out_its_oldest_turns_there_too(plain_external: ExternalSession) -> None:
+    turn = "The quick brown fox jumps over the lazy dog near the river bank. " * 12
+    msgs: list[dict[str, str]] = [{"role": "system", "content": "You are terse."}]
+    for i in range(4):
+        msgs += [{"role": "user", "content": f"{i}: {turn}"}, {"role": "assistant", "content": "Noted."}]
+    msgs.append({"role": "user", "content": "Which was last?"})
+    request = GenerationRequest(messages=tuple(msgs), max_tokens=8, cache_prompt=False)
+    with pytest.raises(ContextLengthExceeded):  # the default, as llama-server itself
+        _run(plain_external, request)
+    _, done = _run(plain_external, replace(request, context_overflow="drop_oldest"))
+    assert done.summary.dropped_messages > 0 and done.summary.prompt_tokens + 8 <= 512

@@ -1,0 +1,69 @@
+"""A chat longer than the context window: "drop_oldest" leaves out its oldest turns (system prompt kept, whole turns,
+the newest kept) until prompt and reply fit; "error" refuses it as llama-server does. On the real SmolLM2 Session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.engine.session import EngineConfig, Session, fit_history
+from app.engine.types import ContextLengthExceeded, DoneEvent, GenerationRequest
+from app.runtime.sampling import SamplingParams
+
+N_CTX = 512
+LONG = "The quick brown fox jumps over the lazy dog near the river bank. " * 12  # ~170 tokens
+
+
+def _chat(turns: int, last: str = "And what colour is the fox?") -> tuple[dict[str, str], ...]:
+    msgs = [{"role": "system", "content": "You are terse."}]
+    for i in range(turns):
+        msgs += [{"role": "user", "content": f"Turn {i}: {LONG}"}, {"role": "assistant", "content": f"Noted {i}."}]
+    return (*msgs, {"role": "user", "content": last})
+
+
+@pytest.fixture(scope="module")
+def session(smollm2_path: Path) -> Iterator[Session]:
+    s = Session(EngineConfig(model=str(smollm2_path), n_ctx=N_CTX, n_threads=1))
+    yield s
+    s.close()
+
+
+def _request(messages: tuple[dict[str, str], ...], **kw: object) -> GenerationRequest:
+    return GenerationRequest(messages=messages, max_tokens=32, sampling=SamplingParams(temperature=0.0), **kw)  # type: ignore[arg-type]
+
+
+def test_the_oldest_turns_are_left_out_until_the_chat_fits(session: Session) -> None:
+    req = _request(_chat(4), context_overflow="drop_oldest")
+    assert len(session.format_prompt(req)) + 32 > N_CTX  # four long turns do not fit 512 tokens
+    fitted, prompt, text, dropped = fit_history(req, session.templated, N_CTX)
+    assert fitted.messages is not None and dropped > 0 and dropped % 2 == 0  # whole user/assistant turns
+    assert fitted.messages[0] == req.messages[0]  # type: ignore[index]  # the system prompt stays
+    assert fitted.messages[1]["role"] == "user" and fitted.messages[-1] == req.messages[-1]  # type: ignore[index]
+    assert fitted.messages[1:] == req.messages[1 + dropped :]  # type: ignore[index]  # the newest turns, in order
+    assert len(prompt) + 32 <= N_CTX and prompt == session.format_prompt(fitted) and "Turn 3" in text
+    # the fewest left out: one more turn would not have fit
+    more = replace(req, messages=fitted.messages[:1] + req.messages[1 + dropped - 2 :])  # type: ignore[index]
+    assert len(session.format_prompt(more)) + 32 > N_CTX
+    events = list(session.generate(req))
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.summary.dropped_messages == dropped and done.summary.prompt_tokens == len(prompt)
+    assert done.summary.to_dict()["dropped_messages"] == dropped
+
+
+def test_a_chat_that_fits_is_left_whole(session: Session) -> None:
+    req = _request(_chat(1), context_overflow="drop_oldest")
+    assert fit_history(req, session.templated, N_CTX)[3] == 0
+    done = list(session.generate(req))[-1]
+    assert isinstance(done, DoneEvent) and done.summary.dropped_messages == 0
+
+
+def test_error_refuses_and_so_does_a_newest_turn_too_long_alone(session: Session) -> None:
+    with pytest.raises(ContextLengthExceeded, match="exceeds the context window of 512"):
+        list(session.generate(_request(_chat(4))))  # the default: as llama-server and the OpenAI API
+    alone = _request(_chat(2, last=LONG * 3), context_overflow="drop_oldest")
+    with pytest.raises(ContextLengthExceeded, match="exceeds the context window of 512"):
+        list(session.generate(alone))
