@@ -227,13 +227,28 @@ def fit_history(
     head = 0
     while head < len(messages) and messages[head].get("role") == "system":
         head += 1
-    starts = [i for i in range(head, len(messages)) if messages[i].get("role") == "user"]
-    for cut in starts[1:]:  # the first turn onward stays in; each later user message is where the rest may start
-        shorter = replace(request, messages=messages[:head] + messages[cut:])
+    cuts = [i for i in range(head + 1, len(messages)) if messages[i].get("role") == "user"]  # where the rest may start
+    tried: dict[int, tuple[GenerationRequest, list[int], str]] = {}
+
+    def fits_from(k: int) -> bool:
+        shorter = replace(request, messages=messages[:head] + messages[cuts[k] :])
         tokens, shorter_text = templated(shorter)
-        if _fits(len(tokens), shorter, n_ctx):
-            return shorter, tokens, shorter_text, cut - head
-    return request, prompt, text, 0
+        tried[k] = (shorter, tokens, shorter_text)
+        return _fits(len(tokens), shorter, n_ctx)
+
+    if not cuts or not fits_from(len(cuts) - 1):
+        return request, prompt, text, 0
+    # Leaving out more never lengthens the prompt, so the fewest turns to leave out are found by bisection: a long
+    # chat is templated and tokenized a few times, not once per turn.
+    lo, hi = 0, len(cuts) - 1  # cuts[hi] fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits_from(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    shorter, tokens, shorter_text = tried[hi]
+    return shorter, tokens, shorter_text, cuts[hi] - head
 
 
 def saying_dropped(events: Iterator[Event], dropped: int) -> Iterator[Event]:

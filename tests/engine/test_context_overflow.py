@@ -67,3 +67,17 @@ def test_error_refuses_and_so_does_a_newest_turn_too_long_alone(session: Session
     alone = _request(_chat(2, last=LONG * 3), context_overflow="drop_oldest")
     with pytest.raises(ContextLengthExceeded, match="exceeds the context window of 512"):
         list(session.generate(alone))
+
+
+def test_a_long_chat_is_templated_a_few_times_not_once_per_turn(session: Session) -> None:
+    calls = []
+
+    def counted(r: GenerationRequest) -> tuple[list[int], str]:
+        calls.append(r)
+        return session.templated(r)
+
+    req = _request(_chat(40), context_overflow="drop_oldest")
+    fitted, prompt, _, dropped = fit_history(req, counted, N_CTX)
+    assert len(prompt) + 32 <= N_CTX and dropped >= 76  # forty long turns: at most two fit beside the newest
+    assert len(calls) <= 2 + 6  # the whole chat, the newest turn alone, then a bisection over 40 cuts
+    assert fitted.messages is not None and fitted.messages[-1] == req.messages[-1]  # type: ignore[index]
