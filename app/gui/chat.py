@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.types import GenerationSummary
 from app.gui.bridge import GenerationBridge
-from app.gui.chat_request import DEFAULT_CHAT_SETTINGS, build_request, chat_settings, reply_stats
+from app.gui.chat_request import DEFAULT_CHAT_SETTINGS, build_request, chat_settings, context_used, reply_stats
 from app.gui.chat_settings import ConversationSettingsDialog
 from app.gui.conversation_list import ConversationList
 from app.gui.message_view import MessageWidget
@@ -79,6 +79,8 @@ class ChatPanel(QWidget):
         self.sources: frozenset[str] | None = None  # the loaded model's draft sources (None: not known)
         self.conv: Conversation | None = None
         self.reply: _Reply | None = None
+        # Tokens of the context window the open chat's last reply used (its prompt and answer); the status bar shows it.
+        self.context_used: int | None = None
         self._last_bridge: GenerationBridge | None = None  # kept alive until its thread is surely done
 
         self.conversations = ConversationList(store)
@@ -216,8 +218,11 @@ class ChatPanel(QWidget):
         if self.conversations.current_id() != conv.id:
             self.conversations.reload(select=conv.id)
         self._clear_transcript()
+        self.context_used = None
         for m in self.store.messages(conv.id):
             self._add_bubble(m, m.role)
+            if m.role == "assistant" and m.stats:
+                self.context_used = context_used(m.stats)
         if self.reply is not None and self.reply.conversation_id == conv.id:
             self.reply.widget = self._add_bubble(None, "assistant")
             self.reply.dirty = True
@@ -421,6 +426,8 @@ class ChatPanel(QWidget):
             # Keep the draft provenance so "Highlight drafted tokens" also works for past replies.
             stats["segments"] = [list(s) for s in r.segments]
             saved = self.store.add_message(r.conversation_id, "assistant", r.summary.text, stats)
+            if self.conv is not None and self.conv.id == r.conversation_id:
+                self.context_used = context_used(stats)
         if r.widget is not None:
             if saved is not None:
                 r.widget.message = saved

@@ -124,6 +124,12 @@ def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, A
     }
 
 
+def context_used(stats: dict[str, Any]) -> int | None:
+    """The tokens of the context window a reply's request filled: its prompt and its answer (None when unknown)."""
+    prompt = stats.get("prompt_tokens")
+    return int(prompt) + int(stats.get("tokens") or 0) if isinstance(prompt, int) else None
+
+
 _BASIS_WORDS = {"subclass_row": "its own row", "class_row": "its own row", "class_fallback": "context-only row"}
 
 

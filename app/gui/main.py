@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import APP_NAME, __version__
+from app.engine.types import EngineError
 from app.gui.binding_check import binding_refcount_problem
 from app.gui.bridge import BackgroundCall
 from app.gui.calibration_panel import CalibrationPanel
@@ -181,9 +182,10 @@ class MainWindow(QMainWindow):
         self.st_backend = QLabel("llama.cpp …")
         self.st_model = QLabel("No model")
         self.st_dd = QLabel("DD: –")
+        self.st_ctx = QLabel("")
         self.st_queue = QLabel("queue 0")
         self.st_endpoint = QLabel("endpoint off")
-        for w in (self.st_backend, self.st_model, self.st_dd, self.st_queue, self.st_endpoint):
+        for w in (self.st_backend, self.st_model, self.st_ctx, self.st_dd, self.st_queue, self.st_endpoint):
             w.setStyleSheet("padding: 0 6px;")
             sb.addPermanentWidget(w)
         self.chat.reply_finished.connect(self._on_reply)
@@ -328,6 +330,25 @@ class MainWindow(QMainWindow):
                 s.setValue("model/server_binary", choice.server_binary or "")
         self._update_status()
 
+    def _show_context_fill(self, eng: Engine | None) -> None:
+        """How full the open chat's context window is after its last reply, as LM Studio shows it; past the window,
+        the oldest turns are left out (or the chat stops, as its settings say)."""
+        used = self.chat.context_used
+        try:
+            n_ctx = eng.model_meta.n_ctx if eng is not None else None
+        except EngineError:  # still loading
+            n_ctx = None
+        if used is None or not n_ctx:
+            self.st_ctx.setText("")
+            return
+        share = used / n_ctx
+        self.st_ctx.setText(f"context {used:,} / {n_ctx:,} ({min(share, 9.99):.0%})")
+        self.st_ctx.setStyleSheet("padding: 0 6px;" + (" color: #b35c00;" if share >= 0.9 else ""))
+        self.st_ctx.setToolTip(
+            "Tokens of the context window this chat's last reply used (its prompt and answer); the next turn adds "
+            "your message. Past the window, the oldest turns are left out, or the chat stops (Chat settings)."
+        )
+
     def _on_load_failed(self, message: str, choice: ModelChoice | None) -> None:
         label = choice.label if choice else "model"
         self.st_model.setText(self.models.choice.label if self.models.choice else "No model")
@@ -359,6 +380,7 @@ class MainWindow(QMainWindow):
     def _update_status(self) -> None:
         eng = self.engine
         self.st_queue.setText(f"queue {eng.queue_depth}" if eng is not None else "queue –")
+        self._show_context_fill(eng)
         ep = self.endpoint
         if ep.server is not None:
             self.st_endpoint.setText(f"endpoint on · {ep.url.text()}")

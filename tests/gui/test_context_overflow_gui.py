@@ -37,8 +37,23 @@ def test_a_chat_longer_than_the_context_leaves_out_its_oldest_turns(make_window,
     footer = w.chat.bubbles()[-1].stats_label.text()
     assert f"{dropped} oldest messages left out: the context window is full" in footer
     assert len(w.chat.bubbles()) == 14  # the transcript keeps every message: only the request left some out
+    # The status bar says how full the window is (prompt and answer of the last reply), in orange past 90 %.
+    used = saved.stats["prompt_tokens"] + saved.stats["tokens"]
+    w._update_status()  # what its 500 ms timer does
+    assert w.st_ctx.text() == f"context {used:,} / 2,048 ({used / 2048:.0%})"
+    assert ("#b35c00" in w.st_ctx.styleSheet()) == (used >= 0.9 * 2048)
+    conv_id = w.chat.conv.id  # type: ignore[union-attr]
+    w.chat.new_conversation()
+    w._update_status()
+    assert w.st_ctx.text() == ""  # nothing sent yet in the new chat
+    w.chat.open_conversation(conv_id)  # the persisted stats give it back
+    w._update_status()
+    assert w.st_ctx.text().startswith(f"context {used:,} / 2,048")
+    w.chat.open_conversation(conv_id)
     shots = os.environ.get("DYNADRAFT_SHOTS")
     if shots:
+        w._update_status()
+        qtbot.wait(300)  # the status bar lays its labels out again
         w.grab().save(str(Path(shots) / "context-overflow-dropped.png"))
 
 
