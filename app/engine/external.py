@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.client
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from typing import Any
@@ -78,19 +78,31 @@ def server_spec(config: EngineConfig, start: SpecSettings) -> ServerSpec:
 
 class ServerTokenizer:
     """The Tokenizer of a model served by a llama-server: its /tokenize and /detokenize, one HTTP request each (a
-    connection per request, so any thread may call). Pieces are always rendered with special tokens as text, as
-    llama-server's /detokenize does; a piece that ends inside a UTF-8 character comes back as the server sends it."""
+    connection per request, so any thread may call). Special tokens are always rendered as text, as llama-server's
+    /detokenize does. A piece's exact bytes come from /tokenize's `with_pieces` (kept per id as tokenize meets
+    them): /detokenize of one token replaces the half of a split UTF-8 character with U+FFFD."""
 
     def __init__(self, session: ExternalSession) -> None:
         self.session = session
+        self._pieces: dict[int, bytes] = {}
 
     def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
-        return self.session._tokenize(text, add_special, parse_special)
+        body = {"content": text, "add_special": add_special, "parse_special": parse_special, "with_pieces": True}
+        ids = []
+        for item in self.session._call("POST", "/tokenize", body)["tokens"]:
+            piece = item["piece"]
+            self._pieces[int(item["id"])] = bytes(piece) if isinstance(piece, list) else str(piece).encode("utf-8")
+            ids.append(int(item["id"]))
+        return ids
 
     def piece(self, token: int, special: bool = False) -> bytes:
-        if token < 0:
-            raise ValueError(f"token {token} is not in the vocabulary")
-        return str(self.session._call("POST", "/detokenize", {"tokens": [token]})["content"]).encode("utf-8")
+        known = self._pieces.get(token)
+        return known if known is not None else self.detokenize([token]).encode("utf-8")
+
+    def detokenize(self, tokens: Sequence[int], special: bool = False) -> str:
+        if any(t < 0 for t in tokens):
+            raise ValueError("a token id is negative: not in the vocabulary")
+        return str(self.session._call("POST", "/detokenize", {"tokens": list(tokens)})["content"])
 
 
 def speculative_fields(

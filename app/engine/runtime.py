@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -62,13 +62,16 @@ class Tokenizer(Protocol):
     """A loaded model's tokenizer, callable from any thread: it reads the vocabulary, never a context, so counting a
     prompt's tokens does not queue behind a generation (llama-server answers /tokenize on its HTTP threads too).
 
-    `piece(token, special)`: a token's bytes (part of a UTF-8 character, possibly); `special` renders control
-    tokens as their text. A token outside the vocabulary raises ValueError.
+    `piece(token, special)`: a token's bytes (part of a UTF-8 character, possibly); `detokenize(tokens, special)`:
+    the tokens' text, a character split across tokens joined again; `special` renders control tokens as their text.
+    A token outside the vocabulary raises ValueError.
     """
 
     def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]: ...
 
     def piece(self, token: int, special: bool = False) -> bytes: ...
+
+    def detokenize(self, tokens: Sequence[int], special: bool = False) -> str: ...
 
 
 class Runtime(Protocol):

@@ -106,8 +106,8 @@ class Vocab:
         self._piece_cache[key] = out
         return out
 
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return b"".join(self.piece(t) for t in tokens).decode("utf-8", "replace")
+    def detokenize(self, tokens: Sequence[int], special: bool = False) -> str:
+        return b"".join(self.piece(t, special) for t in tokens).decode("utf-8", "replace")
 
     def is_eog(self, token: int) -> bool:
         return bool(self._eog[token]) if 0 <= token < self.n_vocab else False

@@ -55,10 +55,9 @@ def detokenize(tok: Tokenizer, tokens: list[int], n_vocab: int | None) -> dict[s
             message = f"tokens.{i}: {t} is not a token of this model ({limit})"
             raise ApiError(400, message, code="invalid_request", param=f"tokens.{i}")
     try:
-        text = b"".join(tok.piece(t, special=True) for t in tokens)
+        return {"content": tok.detokenize(tokens, special=True)}
     except ValueError as e:
         raise ApiError(400, str(e), code="invalid_request", param="tokens") from None
-    return {"content": text.decode("utf-8", "replace")}
 
 
 def install(app: FastAPI, state: ServerState) -> None:

@@ -301,7 +301,7 @@ def test_the_external_runtime_tokenizes_and_describes_its_model_as_the_bundled_o
     bundled runtime's on the same file."""
     local = Session(_config(target, None))
     try:
-        text = "Hello, llamas: naïve café and <|im_start|> too."
+        text = "Hello, llamas: naïve café, 🦙 and <|im_start|> too."  # the emoji is split across tokens
         want = local.tokenizer().tokenize(text, False, True)
         pieces = [local.tokenizer().piece(t, special=True) for t in want]
         meta = local.model_meta()
@@ -309,7 +309,8 @@ def test_the_external_runtime_tokenizes_and_describes_its_model_as_the_bundled_o
         local.close()
     tok = plain_external.tokenizer()
     assert tok.tokenize(text, False, True) == want
-    assert [tok.piece(t, special=True) for t in want] == pieces
+    assert [tok.piece(t, special=True) for t in want] == pieces  # exact bytes, halves of the emoji too
+    assert tok.detokenize(want, special=True) == text
     ext = plain_external.model_meta()
     assert (ext.n_vocab, ext.n_ctx_train, ext.n_params) == (meta.n_vocab, meta.n_ctx_train, meta.n_params)
     with pytest.raises(ValueError):
