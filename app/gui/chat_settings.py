@@ -51,6 +51,7 @@ class ConversationSettingsDialog(QDialog):
         self.seed = QLineEdit("" if s["seed"] is None else str(s["seed"]))
         self.seed.setPlaceholderText("random")
         self.spec_mode = QComboBox()
+        self.spec_mode.setObjectName("spec_mode")
         for key, label in spec_modes().items():
             self.spec_mode.addItem(label, key)
             tip = None
@@ -74,6 +75,7 @@ class ConversationSettingsDialog(QDialog):
             "fixed p_min; n_max stays the ceiling)"
         )
         self.context_overflow = QComboBox()
+        self.context_overflow.setObjectName("context_overflow")
         for key, label in CONTEXT_OVERFLOW.items():
             self.context_overflow.addItem(label, key)
         self.context_overflow.setCurrentIndex(max(0, self.context_overflow.findData(s["context_overflow"])))

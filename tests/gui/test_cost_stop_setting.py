@@ -19,7 +19,7 @@ def _through_the_dialog(w: MainWindow, qtbot, check: bool) -> None:  # type: ign
     def drive() -> None:
         dlg = QApplication.activeModalWidget()
         assert isinstance(dlg, ConversationSettingsDialog)
-        mode = dlg.findChild(QComboBox)
+        mode = dlg.findChild(QComboBox, "spec_mode")
         assert mode is dlg.spec_mode and mode is not None
         mode.setCurrentIndex(mode.findData("lookup"))
         box = dlg.findChild(QCheckBox, "spec_cost_stop")
