@@ -79,25 +79,21 @@ def server_spec(config: EngineConfig, start: SpecSettings) -> ServerSpec:
 class ServerTokenizer:
     """The Tokenizer of a model served by a llama-server: its /tokenize and /detokenize, one HTTP request each (a
     connection per request, so any thread may call). Special tokens are always rendered as text, as llama-server's
-    /detokenize does. A piece's exact bytes come from /tokenize's `with_pieces` (kept per id as tokenize meets
-    them): /detokenize of one token replaces the half of a split UTF-8 character with U+FFFD."""
+    /detokenize does. Pieces come whole from /tokenize's `with_pieces`, bytes and all: its /detokenize of one token
+    would replace the half of a split UTF-8 character with U+FFFD."""
 
     def __init__(self, session: ExternalSession) -> None:
         self.session = session
-        self._pieces: dict[int, bytes] = {}
 
     def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
-        body = {"content": text, "add_special": add_special, "parse_special": parse_special, "with_pieces": True}
-        ids = []
-        for item in self.session._call("POST", "/tokenize", body)["tokens"]:
-            piece = item["piece"]
-            self._pieces[int(item["id"])] = bytes(piece) if isinstance(piece, list) else str(piece).encode("utf-8")
-            ids.append(int(item["id"]))
-        return ids
+        return self.session._tokenize(text, add_special, parse_special)
 
-    def piece(self, token: int, special: bool = False) -> bytes:
-        known = self._pieces.get(token)
-        return known if known is not None else self.detokenize([token]).encode("utf-8")
+    def pieces(self, text: str, add_special: bool, parse_special: bool = True) -> list[tuple[int, bytes]]:
+        body = {"content": text, "add_special": add_special, "parse_special": parse_special, "with_pieces": True}
+        return [
+            (int(item["id"]), bytes(p) if isinstance(p := item["piece"], list) else str(p).encode("utf-8"))
+            for item in self.session._call("POST", "/tokenize", body)["tokens"]
+        ]
 
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> str:
         if any(t < 0 for t in tokens):

@@ -62,14 +62,15 @@ class Tokenizer(Protocol):
     """A loaded model's tokenizer, callable from any thread: it reads the vocabulary, never a context, so counting a
     prompt's tokens does not queue behind a generation (llama-server answers /tokenize on its HTTP threads too).
 
-    `piece(token, special)`: a token's bytes (part of a UTF-8 character, possibly); `detokenize(tokens, special)`:
-    the tokens' text, a character split across tokens joined again; `special` renders control tokens as their text.
-    A token outside the vocabulary raises ValueError.
+    `pieces(...)`: tokenize's ids, each with its bytes (part of a UTF-8 character, possibly; control tokens as their
+    text, as llama-server's `with_pieces`); `detokenize(tokens, special)`: the tokens' text, a character split across
+    tokens joined again; `special` renders control tokens as their text. A token outside the vocabulary raises
+    ValueError.
     """
 
     def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]: ...
 
-    def piece(self, token: int, special: bool = False) -> bytes: ...
+    def pieces(self, text: str, add_special: bool, parse_special: bool = True) -> list[tuple[int, bytes]]: ...
 
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> str: ...
 

@@ -258,8 +258,12 @@ def saying_dropped(events: Iterator[Event], dropped: int) -> Iterator[Event]:
 
 
 def _fits(n_prompt: int, request: GenerationRequest, n_ctx: int) -> bool:
-    """Whether check_prompt_fits accepts this prompt for this request."""
-    return n_prompt < n_ctx if request.until_context_end else n_prompt + request.max_tokens <= n_ctx
+    """Whether check_prompt_fits accepts this prompt for this request (its rule, not a copy of it)."""
+    try:
+        check_prompt_fits(n_prompt, request.max_tokens, n_ctx, request.until_context_end)
+    except ContextLengthExceeded:
+        return False
+    return True
 
 
 def opens_think(prompt_text: str) -> bool:

@@ -79,8 +79,6 @@ class ChatPanel(QWidget):
         self.sources: frozenset[str] | None = None  # the loaded model's draft sources (None: not known)
         self.conv: Conversation | None = None
         self.reply: _Reply | None = None
-        # Tokens of the context window the open chat's last reply used (its prompt and answer); the status bar shows it.
-        self.context_used: int | None = None
         self._last_bridge: GenerationBridge | None = None  # kept alive until its thread is surely done
 
         self.conversations = ConversationList(store)
@@ -218,11 +216,8 @@ class ChatPanel(QWidget):
         if self.conversations.current_id() != conv.id:
             self.conversations.reload(select=conv.id)
         self._clear_transcript()
-        self.context_used = None
         for m in self.store.messages(conv.id):
             self._add_bubble(m, m.role)
-            if m.role == "assistant" and m.stats:
-                self.context_used = context_used(m.stats)
         if self.reply is not None and self.reply.conversation_id == conv.id:
             self.reply.widget = self._add_bubble(None, "assistant")
             self.reply.dirty = True
@@ -294,6 +289,13 @@ class ChatPanel(QWidget):
             if isinstance(w, MessageWidget):
                 out.append(w)
         return out
+
+    def context_used(self) -> int | None:
+        """Tokens of the context window the open chat's last reply used (its prompt and answer), from its stats."""
+        for b in reversed(self.bubbles()):
+            if b.role == "assistant" and b.message is not None and b.message.stats:
+                return context_used(b.message.stats)
+        return None
 
     def _add_bubble(self, message: Message | None, role: str) -> MessageWidget:
         w = MessageWidget(message, role)
@@ -426,8 +428,6 @@ class ChatPanel(QWidget):
             # Keep the draft provenance so "Highlight drafted tokens" also works for past replies.
             stats["segments"] = [list(s) for s in r.segments]
             saved = self.store.add_message(r.conversation_id, "assistant", r.summary.text, stats)
-            if self.conv is not None and self.conv.id == r.conversation_id:
-                self.context_used = context_used(stats)
         if r.widget is not None:
             if saved is not None:
                 r.widget.message = saved

@@ -333,7 +333,7 @@ class MainWindow(QMainWindow):
     def _show_context_fill(self, eng: Engine | None) -> None:
         """How full the open chat's context window is after its last reply, as LM Studio shows it; past the window,
         the oldest turns are left out (or the chat stops, as its settings say)."""
-        used = self.chat.context_used
+        used = self.chat.context_used()
         try:
             n_ctx = eng.model_meta.n_ctx if eng is not None else None
         except EngineError:  # still loading

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QSignalBlocker, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -306,7 +306,6 @@ class ModelDialog(QDialog):
         # The window the user (or the remembered profile) asked for, kept apart from the box's value: a model with
         # a shorter training context lowers the value, and choosing a larger model afterwards gives it back.
         self._wanted_ctx = self.n_ctx.value()
-        self._clamping = False
         self.n_ctx.valueChanged.connect(self._ctx_edited)
         self._set_profile(current)
         self._show_trained()
@@ -374,16 +373,14 @@ class ModelDialog(QDialog):
         from app.models.inspection import trained_context
 
         path = self.model.text().strip()
-        trained = trained_context(path) if path and Path(path).is_file() else None
-        self._clamping = True
-        self.n_ctx.setMaximum(max(self.n_ctx.minimum(), trained) if trained else MAX_CTX)
-        self.n_ctx.setValue(self._wanted_ctx)  # clamped to the new maximum
-        self._clamping = False
+        trained = trained_context(path) if path else None
+        with QSignalBlocker(self.n_ctx):  # a clamp to this model's maximum is not what the user asked for
+            self.n_ctx.setMaximum(max(self.n_ctx.minimum(), trained) if trained else MAX_CTX)
+            self.n_ctx.setValue(self._wanted_ctx)  # clamped to the new maximum
         self.trained.setText(f"This model was trained on {trained:,} tokens: the most it can use." if trained else "")
 
     def _ctx_edited(self, value: int) -> None:
-        if not self._clamping:
-            self._wanted_ctx = value
+        self._wanted_ctx = value
 
     def _model_changed(self) -> None:
         """A model chosen again gets the profile it last ran with (so its calibration table still applies)."""

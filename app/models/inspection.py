@@ -94,6 +94,10 @@ def _arch_key(g: GGUFFile, suffix: str) -> Any:
     return g.get(f"{arch}.{suffix}") if arch else None
 
 
+def _context_length(g: GGUFFile) -> int | None:
+    return _int_or_none(_arch_key(g, "context_length"))
+
+
 def _int_or_none(v: Any) -> int | None:
     return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
 
@@ -153,7 +157,7 @@ def inspect_gguf(path: str | Path) -> GGUFReport:
         architecture=head.get("general.architecture"),
         name=head.get("general.name"),
         parameter_count=sum(q.elements for q in mix),
-        context_length=_int_or_none(_arch_key(head, "context_length")),
+        context_length=_context_length(head),
         chat_template=bool(template) and isinstance(template, str),
         file_type=file_type,
         file_type_name=ft_name,
@@ -176,7 +180,7 @@ def trained_context(path: str | Path) -> int | None:
     """The model's training context (its `<arch>.context_length`) from the header, or None when the file has none or
     is not a readable GGUF (loading then says why). Token lists are skipped: this runs as the user types a path."""
     try:
-        return _int_or_none(_arch_key(read_gguf(path, max_array=0), "context_length"))
+        return _context_length(read_gguf(path, max_array=0))
     except (GGUFError, OSError):
         return None
 

@@ -106,6 +106,10 @@ class Vocab:
         self._piece_cache[key] = out
         return out
 
+    def pieces(self, text: str, add_special: bool, parse_special: bool = True) -> list[tuple[int, bytes]]:
+        """tokenize's ids with their bytes, control tokens rendered as text (llama-server's `with_pieces`)."""
+        return [(t, self.piece(t, special=True)) for t in self.tokenize(text, add_special, parse_special)]
+
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> str:
         return b"".join(self.piece(t, special) for t in tokens).decode("utf-8", "replace")
 

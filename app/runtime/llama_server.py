@@ -268,13 +268,14 @@ class ExternalServer:
             cmd += [d.draft_n_max, str(s.draft_n_max), d.draft_n_min, str(s.draft_n_min)]
             cmd += [d.draft_p_min, f"{s.draft_p_min:g}"]
         cmd += [f for f in ("--no-webui", "--jinja", "--no-warmup") if f in d.has]
-        if s.chat_template:  # after --jinja: older builds accept only known templates without it
-            cmd += ["--chat-template-file", str(self.template_path(port))]
+        template = self.template_file()
+        if template is not None:  # after --jinja: older builds accept only known templates without it
+            cmd += ["--chat-template-file", str(template)]
         return cmd + list(s.extra_args)
 
-    def template_path(self, port: int) -> Path:
-        """Where the spec's chat template is written for the server to read, beside the server's log."""
-        return _log_folder() / f"{Path(self.spec.model).stem}-{port}.jinja"
+    def template_file(self) -> Path | None:
+        """Where the spec's chat template is written for the server to read: beside its log (None: no template)."""
+        return self.log_path.with_suffix(".jinja") if self.spec.chat_template and self.log_path else None
 
     def start(self) -> ExternalServer:
         """Validate, spawn, and wait until /health answers 200; raises ExternalServerError with the log's tail.
@@ -302,8 +303,9 @@ class ExternalServer:
             if self.log_path is None:
                 self.log_path = _log_folder() / f"{Path(self.spec.model).stem}-{self.port}.log"
             cmd = self.command(binary, self.port)
-            if self.spec.chat_template:
-                self.template_path(self.port).write_text(self.spec.chat_template, encoding="utf-8")
+            template = self.template_file()
+            if template is not None and self.spec.chat_template:
+                template.write_text(self.spec.chat_template, encoding="utf-8")
             with open(self.log_path, "wb") as log:
                 log.write(("$ " + " ".join(cmd) + "\n").encode())
                 log.flush()

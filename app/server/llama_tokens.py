@@ -42,10 +42,12 @@ def piece_json(piece: bytes) -> str | list[int]:
 
 
 def tokenize(tok: Tokenizer, body: TokenizeBody) -> dict[str, Any]:
-    ids = tok.tokenize(body.content, body.add_special, body.parse_special) if body.content else []
+    if not body.content:
+        return {"tokens": []}
     if not body.with_pieces:
-        return {"tokens": ids}
-    return {"tokens": [{"id": t, "piece": piece_json(tok.piece(t, special=True))} for t in ids]}
+        return {"tokens": tok.tokenize(body.content, body.add_special, body.parse_special)}
+    pieces = tok.pieces(body.content, body.add_special, body.parse_special)
+    return {"tokens": [{"id": t, "piece": piece_json(p)} for t, p in pieces]}
 
 
 def detokenize(tok: Tokenizer, tokens: list[int], n_vocab: int | None) -> dict[str, Any]:
@@ -61,25 +63,19 @@ def detokenize(tok: Tokenizer, tokens: list[int], n_vocab: int | None) -> dict[s
 
 
 def install(app: FastAPI, state: ServerState) -> None:
-    def tokenizer() -> Tokenizer:
-        try:
-            return state.engine.tokenizer
-        except EngineError as e:
-            raise from_engine_error(e) from None
-
     @app.post("/tokenize")
     async def post_tokenize(request: Request) -> dict[str, Any]:
         body = await parse_body(request, TokenizeBody, state.max_body_bytes)
         try:  # off the event loop: a long text takes a while, and an external runtime answers over HTTP
-            return await asyncio.to_thread(tokenize, tokenizer(), body)
+            return await asyncio.to_thread(tokenize, state.engine.tokenizer, body)
         except EngineError as e:
             raise from_engine_error(e) from None
 
     @app.post("/detokenize")
     async def post_detokenize(request: Request) -> dict[str, Any]:
         body = await parse_body(request, DetokenizeBody, state.max_body_bytes)
-        n_vocab = state.engine.model_meta.n_vocab
         try:
-            return await asyncio.to_thread(detokenize, tokenizer(), body.tokens, n_vocab)
+            n_vocab = state.engine.model_meta.n_vocab
+            return await asyncio.to_thread(detokenize, state.engine.tokenizer, body.tokens, n_vocab)
         except EngineError as e:
             raise from_engine_error(e) from None

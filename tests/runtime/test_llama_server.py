@@ -280,7 +280,8 @@ def test_a_chat_template_file_reaches_the_server(target: str, server_binary: str
         assert tokens == local_prompt
         assert s.model_meta().chat_template == MARKED_TEMPLATE  # what the server reports, not what was asked
         assert "--chat-template-file" in s.server.logs().splitlines()[0]
-        assert s.server.port is not None and s.server.template_path(s.server.port).read_text() == MARKED_TEMPLATE
+        template = s.server.template_file()
+        assert template is not None and template.read_text() == MARKED_TEMPLATE
     finally:
         s.close()
 
@@ -303,18 +304,18 @@ def test_the_external_runtime_tokenizes_and_describes_its_model_as_the_bundled_o
     try:
         text = "Hello, llamas: naïve café, 🦙 and <|im_start|> too."  # the emoji is split across tokens
         want = local.tokenizer().tokenize(text, False, True)
-        pieces = [local.tokenizer().piece(t, special=True) for t in want]
+        pieces = local.tokenizer().pieces(text, False, True)
         meta = local.model_meta()
     finally:
         local.close()
     tok = plain_external.tokenizer()
     assert tok.tokenize(text, False, True) == want
-    assert [tok.piece(t, special=True) for t in want] == pieces  # exact bytes, halves of the emoji too
+    assert tok.pieces(text, False, True) == pieces  # exact bytes, halves of the emoji too
     assert tok.detokenize(want, special=True) == text
     ext = plain_external.model_meta()
     assert (ext.n_vocab, ext.n_ctx_train, ext.n_params) == (meta.n_vocab, meta.n_ctx_train, meta.n_params)
     with pytest.raises(ValueError):
-        tok.piece(-1)
+        tok.detokenize([-1])
 
 
 def test_a_chat_longer_than_the_window_leaves_out_its_oldest_turns_there_too(plain_external: ExternalSession) -> None:
