@@ -197,6 +197,9 @@ class ChatPanel(QWidget):
             self.input.setPlaceholderText("Load a model to chat (Model ▸ Open model…, or use the demo model)")
         else:
             self.input.setPlaceholderText("Message  (Enter to send, Shift+Enter for a new line, Esc to stop)")
+        # QPlainTextEdit does not repaint for a new placeholder: seen under Xvfb, the first launch's box still read
+        # "Load a model to chat" after the demo model had loaded, until something else redrew it.
+        self.input.viewport().update()
 
     # -- conversations --------------------------------------------------------------------------------------------
     def new_conversation(self) -> None:
