@@ -11,13 +11,12 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from app.engine.external_policy import LOOKUP_SPEC_TYPE, load_policy, lookup_args, per_request_state, spec_types
+from app.engine.history import RollingWindow, check_prompt_fits
 from app.engine.runtime import Capabilities, ModelMeta
 from app.engine.session import (
     EngineConfig,
     adds_bos,
-    check_prompt_fits,
     choose_settings,
-    fit_history,
     policy_without_table,
     request_class,
 )
@@ -173,6 +172,7 @@ class ExternalSession:
         )
         self.policy = policy_without_table(config, NO_TABLE_MESSAGE)
         self.dd_status = NO_TABLE_MESSAGE
+        self.window = RollingWindow()  # where long chats are cut, so the server's slot reuses the cached window
         try:
             # The special prefix tokenization adds to empty text tells whether this model adds a BOS.
             self._add_bos = bool(self._tokenize("", add_special=True, parse_special=False))
@@ -292,7 +292,7 @@ class ExternalSession:
             raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
         if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
             self._switch_source(spec)
-        request, prompt, prompt_text, dropped = fit_history(request, self.templated, self.n_ctx)
+        request, prompt, prompt_text, dropped = self.window.fit(request, self.templated, self.n_ctx)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
         request = replace(request, max_tokens=max_tokens, until_context_end=False)

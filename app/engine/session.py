@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ import numpy as np
 from app.engine import memory
 from app.engine.cache import ConversationCache
 from app.engine.chat import TemplateError, TextStream, render_chat
+from app.engine.history import RollingWindow, check_prompt_fits, saying_dropped
 from app.engine.logprobs import token_logprob
 from app.engine.profile import (
     EngineProfile,
@@ -25,7 +26,6 @@ from app.engine.profile import (
 )
 from app.engine.runtime import Capabilities, ModelMeta
 from app.engine.types import (
-    ContextLengthExceeded,
     DoneEvent,
     EngineError,
     Event,
@@ -188,82 +188,6 @@ def request_class(request: GenerationRequest, text: str) -> RequestClass:
     structured."""
     structured = request.grammar is not None or bool(request.tools)
     return classify_request(text, last_user_text(request.messages, request.prompt), structured)
-
-
-def check_prompt_fits(n_prompt: int, max_tokens: int, n_ctx: int, until_context_end: bool = False) -> int:
-    """The max_tokens to run with; refuses an empty prompt, or one whose generation could not fit the context window.
-
-    With `until_context_end`, max_tokens shrinks to the room the prompt leaves (refused only when it leaves none).
-    """
-    if n_prompt == 0:
-        raise InvalidRequest("the prompt is empty after tokenization")
-    if until_context_end:
-        room = n_ctx - n_prompt
-        if room < 1:
-            raise ContextLengthExceeded(f"the prompt ({n_prompt} tokens) fills the context window of {n_ctx} tokens")
-        return min(max_tokens, room)
-    if n_prompt + max_tokens > n_ctx:
-        raise ContextLengthExceeded(
-            f"prompt ({n_prompt} tokens) + max_tokens ({max_tokens}) exceeds the context window of {n_ctx} tokens"
-        )
-    return max_tokens
-
-
-def fit_history(
-    request: GenerationRequest, templated: Callable[[GenerationRequest], tuple[list[int], str]], n_ctx: int
-) -> tuple[GenerationRequest, list[int], str, int]:
-    """(request, its prompt tokens, the prompt text, how many messages were left out) for `context_overflow`.
-
-    "drop_oldest" on a chat whose prompt and reply do not fit the window: its oldest turns are left out, a user
-    message and everything that answered it at a time, keeping the leading system messages and the newest turn
-    (LM Studio's rolling window; Ollama keeps the system prompt the same way). Whole turns, so the rest still
-    starts with a user message, as templates that check the roles' alternation require. Otherwise, or when even
-    the newest turn does not fit, the request as it came: check_prompt_fits then refuses it and says why.
-    """
-    prompt, text = templated(request)
-    messages = request.messages
-    if request.context_overflow != "drop_oldest" or messages is None or _fits(len(prompt), request, n_ctx):
-        return request, prompt, text, 0
-    head = 0
-    while head < len(messages) and messages[head].get("role") == "system":
-        head += 1
-    cuts = [i for i in range(head + 1, len(messages)) if messages[i].get("role") == "user"]  # where the rest may start
-    tried: dict[int, tuple[GenerationRequest, list[int], str]] = {}
-
-    def fits_from(k: int) -> bool:
-        shorter = replace(request, messages=messages[:head] + messages[cuts[k] :])
-        tokens, shorter_text = templated(shorter)
-        tried[k] = (shorter, tokens, shorter_text)
-        return _fits(len(tokens), shorter, n_ctx)
-
-    if not cuts or not fits_from(len(cuts) - 1):
-        return request, prompt, text, 0
-    # Leaving out more never lengthens the prompt, so the fewest turns to leave out are found by bisection: a long
-    # chat is templated and tokenized a few times, not once per turn.
-    lo, hi = 0, len(cuts) - 1  # cuts[hi] fits
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits_from(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    shorter, tokens, shorter_text = tried[hi]
-    return shorter, tokens, shorter_text, cuts[hi] - head
-
-
-def saying_dropped(events: Iterator[Event], dropped: int) -> Iterator[Event]:
-    """The events, the DoneEvent's summary saying how many messages fit_history left out."""
-    for ev in events:
-        yield DoneEvent(replace(ev.summary, dropped_messages=dropped)) if dropped and isinstance(ev, DoneEvent) else ev
-
-
-def _fits(n_prompt: int, request: GenerationRequest, n_ctx: int) -> bool:
-    """Whether check_prompt_fits accepts this prompt for this request (its rule, not a copy of it)."""
-    try:
-        check_prompt_fits(n_prompt, request.max_tokens, n_ctx, request.until_context_end)
-    except ContextLengthExceeded:
-        return False
-    return True
 
 
 def opens_think(prompt_text: str) -> bool:
@@ -445,6 +369,7 @@ class Session:
         self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
         self.cache = self._open_cache(ctx_params.flash_attn, dctx)
+        self.window = RollingWindow()  # where long chats are cut, so their next turns reuse the cached window
         self._memory: memory.SourceMemoryStore | None = None
         self._memory_opened = False
         self.use_source_memory = config.source_memory  # switchable per request (bench: warm vs cold side by side)
@@ -643,7 +568,7 @@ class Session:
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
-        request, prompt, text, dropped = fit_history(request, self.templated, self.n_ctx)
+        request, prompt, text, dropped = self.window.fit(request, self.templated, self.n_ctx)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
         request = replace(request, max_tokens=max_tokens, until_context_end=False)

@@ -61,8 +61,9 @@ class GenerationRequest:
     # engine thread measures the prompt, so admission (429) never waits for the running generation.
     until_context_end: bool = False
     # A chat that outgrows the context window: "error" refuses it (ContextLengthExceeded, as llama-server does);
-    # "drop_oldest" leaves out its oldest turns until it fits (app.engine.session.fit_history), as LM Studio's
-    # rolling window and Ollama do. The app's chats use "drop_oldest"; the HTTP API keeps OpenAI's "error".
+    # "drop_oldest" leaves out its oldest turns until it fits (app.engine.history.RollingWindow), as LM Studio's
+    # rolling window and Ollama do, freeing half the room at a time as Ollama's and llama-server's context shift
+    # do. The app's chats use "drop_oldest"; the HTTP API keeps OpenAI's "error".
     context_overflow: Literal["error", "drop_oldest"] = "error"
 
     def __post_init__(self) -> None:

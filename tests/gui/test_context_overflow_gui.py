@@ -50,6 +50,15 @@ def test_a_chat_longer_than_the_context_leaves_out_its_oldest_turns(make_window,
     w._update_status()
     assert w.st_ctx.text().startswith(f"context {used:,} / 2,048")
     w.chat.open_conversation(conv_id)
+    # The next turn keeps that cut (it freed half the window), so its prompt starts as the last one did and the
+    # conversation cache gives all but the new turn: the footer says so.
+    with qtbot.waitSignal(w.chat.reply_finished, timeout=120_000) as blocker:
+        assert w.chat.send("And the one before it?")
+    again = blocker.args[0]
+    assert again is not None and again.stats["dropped_messages"] == dropped
+    assert saved.stats["prompt_tokens"] <= (2048 - 16) / 2  # the cut left half the room free
+    assert again.stats["cached_tokens"] >= saved.stats["prompt_tokens"]
+    assert f"cached {again.stats['cached_tokens']} tokens" in w.chat.bubbles()[-1].stats_label.text()
     shots = os.environ.get("DYNADRAFT_SHOTS")
     if shots:
         w._update_status()
