@@ -31,6 +31,7 @@ from app.engine.types import (
     InvalidRequest,
     TextEvent,
     Timings,
+    check_token_ids,
 )
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
 from app.runtime.llama_server import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
@@ -176,6 +177,7 @@ class ExternalSession:
         try:
             # The special prefix tokenization adds to empty text tells whether this model adds a BOS.
             self._add_bos = bool(self._tokenize("", add_special=True, parse_special=False))
+            self._n_vocab = self.model_meta().n_vocab  # from the GGUF header: None where it cannot be read
             self.reload_policy()
         except BaseException:
             self.server.stop()
@@ -253,15 +255,23 @@ class ExternalSession:
         """The server's chat template (for messages) and tokenizer: exactly the tokens the model will see."""
         return self.templated(request)[0]
 
+    def render_prompt(self, request: GenerationRequest) -> str:
+        """The server's chat template applied to the request's messages: its /apply-template (any thread may call)."""
+        assert request.messages is not None
+        body = {"messages": list(request.messages), "add_generation_prompt": request.add_generation_prompt}
+        return str(self._call("POST", "/apply-template", body)["prompt"])
+
     def templated(self, request: GenerationRequest) -> tuple[list[int], str]:
         """format_prompt's tokens and the text they came from (the server's templated prompt, or the raw prompt)."""
         if request.messages is not None:
-            body = {"messages": list(request.messages), "add_generation_prompt": request.add_generation_prompt}
-            text = str(self._call("POST", "/apply-template", body)["prompt"])
+            text = self.render_prompt(request)
             add_special = adds_bos(text, self._add_bos, self.features.bos_token)
             return self._tokenize(text, add_special=add_special, parse_special=True), text
+        if isinstance(request.prompt, tuple):
+            check_token_ids(request.prompt, self._n_vocab, "prompt")  # refused as the bundled runtime refuses it
+            return list(request.prompt), ServerTokenizer(self).detokenize(request.prompt, special=True)
         assert request.prompt is not None
-        return self._tokenize(request.prompt, add_special=True, parse_special=False), request.prompt
+        return self._tokenize(request.prompt, add_special=True, parse_special=True), request.prompt  # as Session's
 
     def close(self) -> None:
         self.server.stop()

@@ -82,7 +82,9 @@ class Runtime(Protocol):
     failed requests; `format_prompt` gives exactly the tokens the model will see; `caps` is the draft allocation;
     `policy` is Dynamic Draft for this runtime and `reload_policy()` re-reads its table (returns a status line, also
     kept in `dd_status`); `status()` is one line saying which runtime this is and what it honours; `model_meta()`
-    what it knows of the model (its context window above all); `tokenizer()` the model's tokenizer, for any thread.
+    what it knows of the model (its context window above all); `tokenizer()` the model's tokenizer, for any thread;
+    `render_prompt` a chat request's messages through the model's template, also for any thread (it reads the
+    template, never a context).
     """
 
     config: EngineConfig
@@ -101,6 +103,8 @@ class Runtime(Protocol):
     def format_prompt(self, request: GenerationRequest) -> list[int]: ...
 
     def templated(self, request: GenerationRequest) -> tuple[list[int], str]: ...
+
+    def render_prompt(self, request: GenerationRequest) -> str: ...
 
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]: ...
 

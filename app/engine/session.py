@@ -36,6 +36,7 @@ from app.engine.types import (
     TextEvent,
     Timings,
     TokenLogprob,
+    check_token_ids,
 )
 from app.policy.content_class import CHAT, RequestClass, last_user_text
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
@@ -187,7 +188,7 @@ def request_class(request: GenerationRequest, text: str) -> RequestClass:
     instruction's wording. A grammar (also what response_format and tool_choice become) or tools make it
     structured."""
     structured = request.grammar is not None or bool(request.tools)
-    return classify_request(text, last_user_text(request.messages, request.prompt), structured)
+    return classify_request(text, last_user_text(request.messages, text), structured)
 
 
 def opens_think(prompt_text: str) -> bool:
@@ -505,7 +506,8 @@ class Session:
         return self.config.chat_template or self.model.chat_template
 
     def render_prompt(self, request: GenerationRequest) -> str:
-        """The chat template applied to the request's messages (with its tools and template variables)."""
+        """The chat template applied to the request's messages (with its tools and template variables). Reads the
+        model's template and special tokens only, never a context, so any thread may call it (Runtime says why)."""
         assert request.messages is not None
         try:
             return render_chat(
@@ -531,8 +533,13 @@ class Session:
             text = self.render_prompt(request)
             add = adds_bos(text, vocab.add_bos, self._bos_text)
             return vocab.tokenize(text, add_special=add, parse_special=True), text
+        if isinstance(request.prompt, tuple):
+            check_token_ids(request.prompt, vocab.n_vocab, "prompt")
+            return list(request.prompt), vocab.detokenize(request.prompt, special=True)
         assert request.prompt is not None
-        return vocab.tokenize(request.prompt, add_special=True, parse_special=False), request.prompt
+        # A special token's text in a raw prompt is that token, as llama-server and vLLM read it: /apply-template's
+        # text then completes as the chat request would.
+        return vocab.tokenize(request.prompt, add_special=True, parse_special=True), request.prompt
 
     def warm_up(self, max_rows: int) -> None:
         """Decode one batch of every size 1..max_rows with logits on every row, as a verify does, then forget it: a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -28,6 +29,23 @@ class ContextLengthExceeded(InvalidRequest):
     code = "context_length_exceeded"
 
 
+class InvalidToken(InvalidRequest):
+    """A token id outside the model's vocabulary; `param` names where it was ("prompt.3")."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def check_token_ids(tokens: Sequence[int], n_vocab: int | None, field: str) -> None:
+    """Refuse an id outside the vocabulary (only a negative one where its size is unknown) before it reaches
+    llama.cpp, which indexes its token tables with ids unchecked: a bad one would abort the process or read garbage."""
+    for i, t in enumerate(tokens):
+        if t < 0 or (n_vocab is not None and t >= n_vocab):
+            limit = f"0..{n_vocab - 1}" if n_vocab is not None else "0 or more"
+            raise InvalidToken(f"{field}.{i}: {t} is not a token of this model ({limit})", param=f"{field}.{i}")
+
+
 class QueueFull(EngineError):
     code = "queue_full"
     status = 429
@@ -35,10 +53,11 @@ class QueueFull(EngineError):
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """One generation: chat `messages` (OpenAI-style dicts) through the model's template, or a raw `prompt`."""
+    """One generation: chat `messages` (OpenAI-style dicts) through the model's template, or a raw `prompt` (text,
+    or token ids used as they are, as llama-server and vLLM take them: no BOS added)."""
 
     messages: tuple[dict[str, Any], ...] | None = None
-    prompt: str | None = None
+    prompt: str | tuple[int, ...] | None = None
     max_tokens: int = 256
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop: tuple[str, ...] = ()
@@ -71,6 +90,10 @@ class GenerationRequest:
             raise InvalidRequest("give exactly one of messages or prompt")
         if self.max_tokens < 1:
             raise InvalidRequest("max_tokens must be >= 1")
+        if isinstance(self.prompt, tuple):
+            if not self.prompt or not all(type(t) is int for t in self.prompt):
+                raise InvalidRequest("prompt: token ids must be a non-empty list of integers")
+            check_token_ids(self.prompt, None, "prompt")
         if self.messages is not None:
             if not self.messages:
                 raise InvalidRequest("messages must not be empty")

@@ -141,6 +141,7 @@ class Engine:
         self._session: Runtime | None = None
         self._meta: ModelMeta | None = None
         self._tokenizer: Tokenizer | None = None
+        self._render: Callable[[GenerationRequest], str] | None = None
         self._busy = threading.Event()
         self._ids = itertools.count(1)
         self.on_event = on_event  # optional tap (e.g. live graphs); called on the engine thread, keep it cheap
@@ -196,6 +197,11 @@ class Engine:
         """The model's tokenizer, for any thread (Tokenizer says why that is safe); read at load, like model_meta."""
         return self._loaded(self._tokenizer)
 
+    @property
+    def render_prompt(self) -> Callable[[GenerationRequest], str]:
+        """The model's chat template over a request's messages, for any thread (Runtime says why); read at load."""
+        return self._loaded(self._render)
+
     def _loaded(self, value: T | None) -> T:
         """A value read at load; before it exists, why not (loading, failed, or closed)."""
         if value is None:
@@ -250,6 +256,7 @@ class Engine:
             self._session = open_session(self.config)
             self._meta = self._session.model_meta()
             self._tokenizer = self._session.tokenizer()
+            self._render = self._session.render_prompt
         except BaseException as e:  # reported through wait_ready
             self._load_error = e
             self._ready.set()

@@ -9,7 +9,15 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from app.engine.worker import Engine
-from app.server import dd_routes, llama_props, llama_tokens, openai_chat, openai_completions, openai_models
+from app.server import (
+    dd_routes,
+    llama_props,
+    llama_template,
+    llama_tokens,
+    openai_chat,
+    openai_completions,
+    openai_models,
+)
 from app.server.browser_guard import BrowserPolicy
 from app.server.error_handlers import install_error_handlers
 from app.server.flow import CompletionFlow
@@ -58,6 +66,7 @@ def create_app(
     openai_models.install(app, flow)
     llama_props.install(app, state)
     llama_tokens.install(app, state)
+    llama_template.install(app, state)
     openai_chat.install(app, flow)
     openai_completions.install(app, flow)
     browser = browser or BrowserPolicy.for_bind(True, cors_origins)

@@ -56,7 +56,7 @@ def from_engine_error(err: EngineError) -> ApiError:
     if isinstance(err, QueueFull):
         return ApiError(429, str(err), code=err.code, headers={"Retry-After": str(RETRY_AFTER_S)})
     status = err.status if 400 <= err.status < 600 else 500
-    param = "messages" if err.code == "context_length_exceeded" else None
+    param = "messages" if err.code == "context_length_exceeded" else getattr(err, "param", None)
     return ApiError(status, str(err) or err.code, code=err.code, param=param)
 
 

@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.engine.runtime import Tokenizer
-from app.engine.types import EngineError
+from app.engine.types import EngineError, check_token_ids
 from app.server.body import parse_body
 from app.server.errors import ApiError, from_engine_error
 from app.server.state import ServerState
@@ -51,11 +51,7 @@ def tokenize(tok: Tokenizer, body: TokenizeBody) -> dict[str, Any]:
 
 
 def detokenize(tok: Tokenizer, tokens: list[int], n_vocab: int | None) -> dict[str, Any]:
-    for i, t in enumerate(tokens):  # checked before any reaches llama.cpp, which would index its table with it
-        if t < 0 or (n_vocab is not None and t >= n_vocab):
-            limit = f"0..{n_vocab - 1}" if n_vocab is not None else "0 or more"
-            message = f"tokens.{i}: {t} is not a token of this model ({limit})"
-            raise ApiError(400, message, code="invalid_request", param=f"tokens.{i}")
+    check_token_ids(tokens, n_vocab, "tokens")
     try:
         return {"content": tok.detokenize(tokens, special=True)}
     except ValueError as e:

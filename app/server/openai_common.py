@@ -128,7 +128,9 @@ def build_generation(
             **what,
         )
     except InvalidRequest as e:
-        param = "stop" if str(e).startswith("stop") else ("messages" if "message" in str(e) else None)
+        param = getattr(e, "param", None) or (
+            "stop" if str(e).startswith("stop") else ("messages" if "message" in str(e) else None)
+        )
         raise ApiError(400, str(e), code=e.code, param=param) from None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import cast
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -46,16 +47,7 @@ def completion_to_generation(
         raise unsupported("best_of", "only best_of=1 is supported")
     if req.suffix:
         raise unsupported("suffix", "suffix (fill-in-the-middle) is not supported")
-    prompt = req.prompt
-    if isinstance(prompt, list):
-        if len(prompt) != 1 or not isinstance(prompt[0], str):
-            if prompt and not isinstance(prompt[0], str):
-                raise unsupported("prompt", "token-id prompts are not supported; send the prompt as text")
-            raise unsupported("prompt", "exactly one prompt string is supported (batched prompts are not)")
-        prompt = prompt[0]
-    assert isinstance(prompt, str)
-    if not prompt:
-        raise ApiError(400, "prompt must not be empty", code="invalid_request", param="prompt")
+    prompt = one_prompt(req.prompt)
     return build_generation(
         req,
         request_id,
@@ -65,6 +57,19 @@ def completion_to_generation(
         grammar=completion_grammar(req),
         logprobs=req.logprobs,
     )
+
+
+def one_prompt(prompt: str | list[str] | list[int] | list[list[int]]) -> str | tuple[int, ...]:
+    """The request's one prompt: text, or token ids (a list of them, or a batch of one), as OpenAI, llama-server
+    and vLLM take them; ids are used as they are (no BOS added) and checked against the vocabulary by the engine."""
+    one: object = prompt
+    if isinstance(prompt, list) and len(prompt) == 1 and not isinstance(prompt[0], int):
+        one = prompt[0]  # a batch of one
+    if isinstance(one, list) and not all(isinstance(t, int) for t in one):
+        raise unsupported("prompt", "exactly one prompt is supported (batched prompts are not)")
+    if not one:
+        raise ApiError(400, "prompt must not be empty", code="invalid_request", param="prompt")
+    return one if isinstance(one, str) else tuple(cast(list[int], one))
 
 
 def completion(

@@ -17,7 +17,14 @@ import pytest
 
 from app.engine.external import ExternalSession, engine_error, speculative_fields
 from app.engine.session import EngineConfig, Session
-from app.engine.types import ContextLengthExceeded, DoneEvent, EngineError, GenerationRequest, TextEvent
+from app.engine.types import (
+    ContextLengthExceeded,
+    DoneEvent,
+    EngineError,
+    GenerationRequest,
+    InvalidToken,
+    TextEvent,
+)
 from app.engine.worker import Engine
 from app.runtime.llama_server import (
     SAMPLING_FIELDS,
@@ -316,6 +323,29 @@ def test_the_external_runtime_tokenizes_and_describes_its_model_as_the_bundled_o
     assert (ext.n_vocab, ext.n_ctx_train, ext.n_params) == (meta.n_vocab, meta.n_ctx_train, meta.n_params)
     with pytest.raises(ValueError):
         tok.detokenize([-1])
+
+
+def test_token_id_and_raw_prompts_and_the_template_match_the_bundled_runtime(
+    target: str, plain_external: ExternalSession
+) -> None:
+    """A raw prompt's special tokens parsed, token-id prompts used as they are, an id outside the vocabulary refused
+    before the server sees it, and render_prompt (the server's /apply-template) as the bundled runtime renders."""
+    raw = GenerationRequest(prompt="<|im_start|>user\nHi<|im_end|>\n", max_tokens=6, cache_prompt=False)
+    chat = GenerationRequest(messages=MESSAGES, max_tokens=6, cache_prompt=False)
+    local = Session(_config(target, None))
+    try:
+        want_raw, want_text = local.format_prompt(raw), local.render_prompt(chat)
+        n_vocab = local.model.vocab.n_vocab
+    finally:
+        local.close()
+    assert plain_external.format_prompt(raw) == want_raw and len(want_raw) == 6  # two of them control tokens
+    assert plain_external.render_prompt(chat) == want_text
+    _, by_text = _run(plain_external, raw)
+    _, by_ids = _run(plain_external, replace(raw, prompt=tuple(want_raw)))
+    assert by_ids.summary.text == by_text.summary.text and by_ids.summary.prompt_tokens == len(want_raw)
+    with pytest.raises(InvalidToken, match=f"prompt.1: {n_vocab} is not a token of this model"):
+        _run(plain_external, replace(raw, prompt=(1, n_vocab)))
+    assert plain_external.server.running
 
 
 def test_a_chat_longer_than_the_window_leaves_out_its_oldest_turns_there_too(plain_external: ExternalSession) -> None:

@@ -82,9 +82,11 @@ def test_speculative_override() -> None:
 def test_completion_prompt_forms() -> None:
     one = CompletionRequest.model_validate_json('{"model": "m", "prompt": ["abc"]}')
     assert openai_completions.completion_to_generation(one, has_draft=False).prompt == "abc"
-    with pytest.raises(ApiError):
+    ids = CompletionRequest.model_validate_json('{"model": "m", "prompt": [[1, 2]]}')  # a batch of one
+    assert openai_completions.completion_to_generation(ids, has_draft=False).prompt == (1, 2)
+    with pytest.raises(ApiError, match="exactly one prompt"):
         openai_completions.completion_to_generation(
-            CompletionRequest.model_validate_json('{"model": "m", "prompt": [[1, 2]]}'), has_draft=False
+            CompletionRequest.model_validate_json('{"model": "m", "prompt": [[1, 2], [3]]}'), has_draft=False
         )
 
 

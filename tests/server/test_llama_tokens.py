@@ -26,11 +26,11 @@ def test_tokenize_gives_the_engines_own_tokens_and_detokenize_inverts_it(http: h
     literal = http.post("/tokenize", json={"content": TEXT, "parse_special": False}).json()["tokens"]
     assert im_start[0] not in literal and len(literal) > len(ids)
     assert http.post("/detokenize", json={"tokens": ids}).json() == {"content": TEXT}
-    # the count a client gets is the count a raw completion of that text is charged (raw prompts are text only)
+    # the count a client gets is the count a raw completion of that text is charged (its special tokens parsed, as
+    # llama-server's completions parse them)
     req = GenerationRequest(prompt=TEXT, max_tokens=1)
-    assert len(
-        http.post("/tokenize", json={"content": TEXT, "add_special": True, "parse_special": False}).json()["tokens"]
-    ) == len(engine.call(lambda s: s.format_prompt(req), timeout=30))
+    counted = http.post("/tokenize", json={"content": TEXT, "add_special": True}).json()["tokens"]
+    assert counted == engine.call(lambda s: s.format_prompt(req), timeout=30) and im_start[0] in counted
     assert http.post("/tokenize", json={}).json() == {"tokens": []}  # as llama-server: no content, no tokens
     assert http.post("/detokenize", json={}).json() == {"content": ""}
 
@@ -64,6 +64,24 @@ def test_ids_outside_the_vocabulary_are_refused_and_lose_nothing(
     assert r.json()["error"]["param"] == param
     assert http.post("/tokenize", json={"content": 5}).status_code == 400
     assert http.get("/health").status_code == 200  # llama.cpp was never handed the id
+
+
+def test_a_token_id_prompt_completes_as_its_text_does(base_url: str, http: httpx.Client) -> None:
+    """Token ids as /v1/completions' prompt (OpenAI's, llama-server's and vLLM's form): used as they are, so the
+    ids of the text (with its special prefix, as a text prompt gets) give the same completion and the same count."""
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0)
+    text = "The capital of France is"
+    ids = http.post("/tokenize", json={"content": text, "add_special": True}).json()["tokens"]
+    by_text = client.completions.create(model=MODEL_ID, prompt=text, max_tokens=8, temperature=0)
+    for prompt in (ids, [ids]):  # a list of ids, or a batch of one
+        by_ids = client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=8, temperature=0)
+        assert by_ids.choices[0].text == by_text.choices[0].text and by_ids.choices[0].text
+        assert by_ids.usage is not None and by_text.usage is not None
+        assert by_ids.usage.prompt_tokens == len(ids) == by_text.usage.prompt_tokens
+    # an id outside the vocabulary is refused, naming where it is, before llama.cpp sees it
+    r = http.post("/v1/completions", json={"model": MODEL_ID, "prompt": [*ids, 49152], "max_tokens": 1})
+    assert r.status_code == 400 and r.json()["error"]["param"] == f"prompt.{len(ids)}", r.text
+    assert http.get("/health").status_code == 200
 
 
 def test_tokenize_answers_while_a_generation_runs(base_url: str, engine: Engine) -> None:
