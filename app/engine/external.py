@@ -297,6 +297,7 @@ class ExternalSession:
             )
         wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
         wanted["chat_template_kwargs"] = bool(request.template_kwargs)
+        wanted["suffix"] = request.suffix is not None  # fill-in-the-middle: the server's /infill, not used here
         if any(wanted.values()):
             names = ", ".join(k for k, v in wanted.items() if v)
             raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")

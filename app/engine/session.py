@@ -533,6 +533,12 @@ class Session:
             text = self.render_prompt(request)
             add = adds_bos(text, vocab.add_bos, self._bos_text)
             return vocab.tokenize(text, add_special=add, parse_special=True), text
+        if request.suffix is not None:
+            try:
+                tokens = vocab.infill(str(request.prompt), request.suffix)
+            except ValueError as e:
+                raise InvalidRequest(f"suffix: {e}") from None
+            return tokens, vocab.detokenize(tokens, special=True)
         if isinstance(request.prompt, tuple):
             check_token_ids(request.prompt, vocab.n_vocab, "prompt")
             return list(request.prompt), vocab.detokenize(request.prompt, special=True)

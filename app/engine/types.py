@@ -84,6 +84,9 @@ class GenerationRequest:
     # rolling window and Ollama do, freeing half the room at a time as Ollama's and llama-server's context shift
     # do. The app's chats use "drop_oldest"; the HTTP API keeps OpenAI's "error".
     context_overflow: Literal["error", "drop_oldest"] = "error"
+    # Fill-in-the-middle: the text prompt is the code before the cursor and this the code after it (OpenAI's and
+    # Ollama's `suffix`); the model's FIM tokens frame both, as llama-server's /infill does.
+    suffix: str | None = None
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -94,6 +97,8 @@ class GenerationRequest:
             if not self.prompt or not all(type(t) is int for t in self.prompt):
                 raise InvalidRequest("prompt: token ids must be a non-empty list of integers")
             check_token_ids(self.prompt, None, "prompt")
+        if self.suffix is not None and not isinstance(self.prompt, str):
+            raise InvalidRequest("suffix: fill-in-the-middle needs the prompt as text")
         if self.messages is not None:
             if not self.messages:
                 raise InvalidRequest("messages must not be empty")

@@ -45,15 +45,16 @@ def completion_to_generation(
         raise unsupported("echo", "echo is not supported")
     if req.best_of is not None and req.best_of != 1:
         raise unsupported("best_of", "only best_of=1 is supported")
-    if req.suffix:
-        raise unsupported("suffix", "suffix (fill-in-the-middle) is not supported")
     prompt = one_prompt(req.prompt)
+    if req.suffix is not None and not isinstance(prompt, str):
+        raise ApiError(400, "suffix needs the prompt as text", code="invalid_request", param="suffix")
     return build_generation(
         req,
         request_id,
         max_tokens,
         has_draft,
         prompt=prompt,
+        suffix=req.suffix,
         grammar=completion_grammar(req),
         logprobs=req.logprobs,
     )

@@ -146,7 +146,8 @@ CASES: list[tuple[str, str, str, dict[str, Any], int, str | None]] = [
     ("compl-echo", "POST", COMPL, {"json": _compl(echo=True)}, 400, "unsupported_feature"),
     ("compl-best-of", "POST", COMPL, {"json": _compl(best_of=3)}, 400, "unsupported_feature"),
     ("compl-logprobs", "POST", COMPL, {"json": _compl(logprobs=50)}, 400, "invalid_request"),
-    ("compl-suffix", "POST", COMPL, {"json": _compl(suffix="end")}, 400, "unsupported_feature"),
+    ("compl-suffix-no-fim", "POST", COMPL, {"json": _compl(suffix="end")}, 400, "invalid_request"),  # SmolLM2
+    ("compl-suffix-token-ids", "POST", COMPL, {"json": _compl(prompt=[1, 2], suffix="x")}, 400, "invalid_request"),
     ("compl-n-3", "POST", COMPL, {"json": _compl(n=3)}, 400, "unsupported_feature"),
     ("get-unknown-model", "GET", "/v1/models/gpt-4o", {}, 404, "model_not_found"),
     ("unknown-route", "GET", "/v1/nothing-here", {}, 404, None),
