@@ -271,7 +271,8 @@ class ExternalSession:
             check_token_ids(request.prompt, self._n_vocab, "prompt")  # refused as the bundled runtime refuses it
             return list(request.prompt), ServerTokenizer(self).detokenize(request.prompt, special=True)
         assert request.prompt is not None
-        return self._tokenize(request.prompt, add_special=True, parse_special=True), request.prompt  # as Session's
+        add_special = adds_bos(request.prompt, self._add_bos, self.features.bos_token)  # as Session's
+        return self._tokenize(request.prompt, add_special=add_special, parse_special=True), request.prompt
 
     def close(self) -> None:
         self.server.stop()

@@ -543,9 +543,10 @@ class Session:
             check_token_ids(request.prompt, vocab.n_vocab, "prompt")
             return list(request.prompt), vocab.detokenize(request.prompt, special=True)
         assert request.prompt is not None
-        # A special token's text in a raw prompt is that token, as llama-server and vLLM read it: /apply-template's
-        # text then completes as the chat request would.
-        return vocab.tokenize(request.prompt, add_special=True, parse_special=True), request.prompt
+        # A special token's text in a raw prompt is that token, as llama-server and vLLM read it, and a prompt that
+        # already starts with the BOS is not given a second: /apply-template's text completes as the chat would.
+        add = adds_bos(request.prompt, vocab.add_bos, self._bos_text)
+        return vocab.tokenize(request.prompt, add_special=add, parse_special=True), request.prompt
 
     def warm_up(self, max_rows: int) -> None:
         """Decode one batch of every size 1..max_rows with logits on every row, as a verify does, then forget it: a
