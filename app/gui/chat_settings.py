@@ -81,7 +81,8 @@ class ConversationSettingsDialog(QDialog):
         self.context_overflow.setCurrentIndex(max(0, self.context_overflow.findData(s["context_overflow"])))
         self.context_overflow.setToolTip(
             "A chat whose history and reply no longer fit the model's context window: leave out its oldest turns "
-            "(the system prompt stays; the reply says how many were left out), or stop with an error"
+            "(the system prompt stays; the reply says how many were left out), enough to free half the window so "
+            "the next replies reuse the cached prompt and start quickly, or stop with an error"
         )
         form = QFormLayout()
         form.addRow("System prompt", self.system)
