@@ -119,6 +119,7 @@ class TextStream:
         self._pending = ""  # decoded but not yet released (could start a stop string)
         self.text = ""  # everything released so far
         self.stopped = False
+        self.stopped_by = ""  # the stop string that appeared
 
     def push(self, data: bytes) -> str:
         if self.stopped:
@@ -142,6 +143,7 @@ class TextStream:
                 cut = i
         if cut != -1:
             self.stopped = True
+            self.stopped_by = next(s for s in self._stop if buf.find(s) == cut)
             out, self._pending = buf[:cut], ""
             self.text += out
             return out

@@ -298,7 +298,7 @@ class ExternalSession:
             )
         wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
         wanted["chat_template_kwargs"] = bool(request.template_kwargs)
-        wanted["suffix"] = request.suffix is not None  # fill-in-the-middle: the server's /infill, not used here
+        wanted["infill"] = request.infill is not None  # fill-in-the-middle: the server's /infill, not used here
         if any(wanted.values()):
             names = ", ".join(k for k, v in wanted.items() if v)
             raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
@@ -371,6 +371,7 @@ class ExternalSession:
                 dynamic_draft=dd,
                 margins=tuple(margins),
                 dropped_messages=dropped,
+                stopping_word=str((final or {}).get("stopping_word") or ""),
             )
         )
 

@@ -16,6 +16,7 @@ from app.engine import memory
 from app.engine.cache import ConversationCache
 from app.engine.chat import TemplateError, TextStream, render_chat
 from app.engine.history import RollingWindow, check_prompt_fits, saying_dropped
+from app.engine.infill import infill_tokens
 from app.engine.logprobs import token_logprob
 from app.engine.profile import (
     EngineProfile,
@@ -533,11 +534,8 @@ class Session:
             text = self.render_prompt(request)
             add = adds_bos(text, vocab.add_bos, self._bos_text)
             return vocab.tokenize(text, add_special=add, parse_special=True), text
-        if request.suffix is not None:
-            try:
-                tokens = vocab.infill(str(request.prompt), request.suffix)
-            except ValueError as e:
-                raise InvalidRequest(f"suffix: {e}") from None
+        if request.infill is not None:
+            tokens = infill_tokens(vocab, request.infill, self.n_ctx)
             return tokens, vocab.detokenize(tokens, special=True)
         if isinstance(request.prompt, tuple):
             check_token_ids(request.prompt, vocab.n_vocab, "prompt")
@@ -720,6 +718,7 @@ class Session:
             GenerationSummary(
                 text=run.stream.text,
                 tokens=tuple(run.generated),
+                stopping_word=run.stream.stopped_by,
                 finish_reason=run.finish or "stop",  # type: ignore[arg-type]
                 timings=timings,
                 steps=run.steps,

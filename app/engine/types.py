@@ -52,9 +52,22 @@ class QueueFull(EngineError):
 
 
 @dataclass(frozen=True)
+class Infill:
+    """A fill-in-the-middle prompt (llama-server's /infill fields): the code before and after the cursor, other
+    files as repository context (filename, text), and text the middle starts with."""
+
+    prefix: str
+    suffix: str
+    extra: tuple[tuple[str, str], ...] = ()
+    middle: str = ""
+    trim: bool = False  # trim all three to fit as llama-server's /infill does (app.engine.infill)
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
-    """One generation: chat `messages` (OpenAI-style dicts) through the model's template, or a raw `prompt` (text,
-    or token ids used as they are, as llama-server and vLLM take them: no BOS added)."""
+    """One generation: chat `messages` (OpenAI-style dicts) through the model's template, a raw `prompt` (text, or
+    token ids used as they are, as llama-server and vLLM take them: no BOS added), or an `infill` (fill-in-the-middle,
+    framed by the model's FIM tokens as llama-server's /infill frames it)."""
 
     messages: tuple[dict[str, Any], ...] | None = None
     prompt: str | tuple[int, ...] | None = None
@@ -84,21 +97,17 @@ class GenerationRequest:
     # rolling window and Ollama do, freeing half the room at a time as Ollama's and llama-server's context shift
     # do. The app's chats use "drop_oldest"; the HTTP API keeps OpenAI's "error".
     context_overflow: Literal["error", "drop_oldest"] = "error"
-    # Fill-in-the-middle: the text prompt is the code before the cursor and this the code after it (OpenAI's and
-    # Ollama's `suffix`); the model's FIM tokens frame both, as llama-server's /infill does.
-    suffix: str | None = None
+    infill: Infill | None = None
 
     def __post_init__(self) -> None:
-        if (self.messages is None) == (self.prompt is None):
-            raise InvalidRequest("give exactly one of messages or prompt")
+        if sum(x is not None for x in (self.messages, self.prompt, self.infill)) != 1:
+            raise InvalidRequest("give exactly one of messages, prompt or infill")
         if self.max_tokens < 1:
             raise InvalidRequest("max_tokens must be >= 1")
         if isinstance(self.prompt, tuple):
             if not self.prompt or not all(type(t) is int for t in self.prompt):
                 raise InvalidRequest("prompt: token ids must be a non-empty list of integers")
             check_token_ids(self.prompt, None, "prompt")
-        if self.suffix is not None and not isinstance(self.prompt, str):
-            raise InvalidRequest("suffix: fill-in-the-middle needs the prompt as text")
         if self.messages is not None:
             if not self.messages:
                 raise InvalidRequest("messages must not be empty")
@@ -192,6 +201,7 @@ class GenerationSummary:
     content_subclass: str | None = None  # and its sub-class (copy_edit's near_copy / additive), when it has one
     source_memory: dict[str, Any] | None = None  # the warm start used (app/engine/memory.WarmStart.to_dict)
     dropped_messages: int = 0  # oldest messages left out to fit the context window (context_overflow)
+    stopping_word: str = ""  # the stop string that ended it (finish_reason "stop"), "" for an end token or none
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -208,6 +218,7 @@ class GenerationSummary:
             "content_subclass": self.content_subclass,
             "source_memory": self.source_memory,
             "dropped_messages": self.dropped_messages,
+            "stopping_word": self.stopping_word,
         }
 
 

@@ -62,6 +62,25 @@ class ModelParams:
     load_mtp: bool = False  # also load the GGUF's multi-token-prediction (NextN) layers, for an MTP draft context
 
 
+@dataclass(frozen=True)
+class FimTokens:
+    """A model's fill-in-the-middle ids: prefix, suffix and middle; repository and file separators, -1 if absent."""
+
+    pre: int
+    suf: int
+    mid: int
+    rep: int = -1
+    sep: int = -1
+
+    @classmethod
+    def of(cls, vocab: L.llama_vocab_p) -> FimTokens | None:
+        """The vocabulary's, or None where it lacks any of prefix, suffix and middle."""
+        pre, suf, mid = (int(f(vocab)) for f in (L.llama_vocab_fim_pre, L.llama_vocab_fim_suf, L.llama_vocab_fim_mid))
+        if min(pre, suf, mid) < 0:
+            return None
+        return cls(pre, suf, mid, rep=int(L.llama_vocab_fim_rep(vocab)), sep=int(L.llama_vocab_fim_sep(vocab)))
+
+
 class Vocab:
     """Token ids <-> text for one model, with llama.cpp's own tokenizer."""
 
@@ -73,22 +92,10 @@ class Vocab:
         self.eos = int(L.llama_vocab_eos(self.ptr))
         self.add_bos = bool(L.llama_vocab_get_add_bos(self.ptr))
         self.add_eos = bool(L.llama_vocab_get_add_eos(self.ptr))
-        # Fill-in-the-middle markers (Qwen's <|fim_prefix|>, CodeLlama's <PRE>, ...) as llama.cpp finds them: the
-        # prefix, suffix and middle ids, or None where the model lacks any of the three.
-        fim = (L.llama_vocab_fim_pre(self.ptr), L.llama_vocab_fim_suf(self.ptr), L.llama_vocab_fim_mid(self.ptr))
-        self.fim: tuple[int, int, int] | None = None if min(fim) < 0 else (int(fim[0]), int(fim[1]), int(fim[2]))
+        # Fill-in-the-middle markers (Qwen's <|fim_prefix|>, CodeLlama's <PRE>, ...) as llama.cpp finds them.
+        self.fim = FimTokens.of(self.ptr)
         self._piece_cache: dict[int, bytes] = {}
         self._eog = np.array([bool(L.llama_vocab_is_eog(self.ptr, t)) for t in range(self.n_vocab)], dtype=bool)
-
-    def infill(self, prefix: str, suffix: str) -> list[int]:
-        """A fill-in-the-middle prompt, laid out as llama-server's /infill lays it out without extra context:
-        [BOS] FIM_PRE prefix FIM_SUF suffix FIM_MID, the code's own text never read as control tokens."""
-        if self.fim is None:
-            raise ValueError("this model has no fill-in-the-middle tokens (FIM prefix, suffix and middle)")
-        pre, suf, mid = self.fim
-        head = [self.bos] if self.add_bos and self.bos >= 0 else []
-        body = [pre, *self.tokenize(prefix, False, False), suf, *self.tokenize(suffix, False, False), mid]
-        return head + body
 
     def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
         data = text.encode("utf-8")

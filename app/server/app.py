@@ -11,6 +11,7 @@ from starlette.middleware.cors import CORSMiddleware
 from app.engine.worker import Engine
 from app.server import (
     dd_routes,
+    llama_completion,
     llama_props,
     llama_template,
     llama_tokens,
@@ -69,6 +70,7 @@ def create_app(
     llama_template.install(app, state)
     openai_chat.install(app, flow)
     openai_completions.install(app, flow)
+    llama_completion.install(app, flow)
     browser = browser or BrowserPolicy.for_bind(True, cors_origins)
     app.add_middleware(GuardMiddleware, state=state, api_key=api_key, browser=browser)
     if cors_origins:

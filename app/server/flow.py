@@ -83,7 +83,8 @@ class CompletionFlow:
                     if ev is None:
                         break
                     events = [ev, *gen.ready()]
-                yield "data: [DONE]\n\n"
+                if fmt.done_line:
+                    yield fmt.done_line
             except EngineError as e:
                 # The status line is already sent: report in-band, as OpenAI does, so clients raise an APIError.
                 yield f"data: {json.dumps(from_engine_error(e).body())}\n\n"
@@ -101,7 +102,8 @@ class CompletionFlow:
         self, request: Request, req: Any, prefix: str, to_generation: Any, fmt: Any, to_body: Any
     ) -> Response:
         """The flow both completion routes share: check, submit, then stream chunks or answer with one body."""
-        self.check_model(req.model)
+        if req.model:  # required by the OpenAI dialects' schemas; llama-server's native ones may leave it out
+            self.check_model(req.model)
         rid = f"{prefix}-{uuid.uuid4().hex}"
         gen_req = to_generation(req, has_draft=self.state.has_draft, request_id=rid)
         gen_req = self.resolve_max_tokens(gen_req, requested_max_tokens(req))
@@ -116,7 +118,7 @@ class CompletionFlow:
         except ClientGone:
             return Response(status_code=499)  # nobody reads it; nginx's "client closed request"
         body = to_body(summary, id=rid, created=created, model=self.state.model_id)
-        return JSONResponse(body.model_dump(mode="json", exclude_none=True))
+        return JSONResponse(body if isinstance(body, dict) else body.model_dump(mode="json", exclude_none=True))
 
 
 def _failed(gen: Generation, err: EngineError) -> ApiError:

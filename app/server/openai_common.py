@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -184,6 +184,7 @@ class StreamFormat:
     created: int
     model: str
     include_usage: bool
+    done_line: ClassVar[str] = "data: [DONE]\n\n"  # what ends the stream (OpenAI's marker; "" for none)
 
     def opening(self) -> list[str]:
         return []

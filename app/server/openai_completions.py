@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from app.engine.types import MAX_TOP_LOGPROBS, DoneEvent, GenerationRequest, GenerationSummary, TokenLogprob
+from app.engine.types import (
+    MAX_TOP_LOGPROBS,
+    DoneEvent,
+    GenerationRequest,
+    GenerationSummary,
+    Infill,
+    TokenLogprob,
+)
 from app.server.body import parse_body
 from app.server.constraints import completion_grammar
 from app.server.errors import ApiError
@@ -34,9 +41,10 @@ from app.server.schemas import (
 
 
 def completion_to_generation(
-    req: CompletionRequest, *, has_draft: bool, request_id: str = "", max_tokens: int = 1
+    req: CompletionRequest, *, has_draft: bool, request_id: str = "", max_tokens: int = 1, infill: Infill | None = None
 ) -> GenerationRequest:
-    """Validate a text-completion request and build the engine request (raw prompt, no chat template)."""
+    """Validate a text-completion request and build the engine request (raw prompt, no chat template); `infill`
+    (llama-server's /infill) takes the place of the prompt."""
     common_refusals(req)
     if req.logprobs is not None and not 0 <= req.logprobs <= MAX_TOP_LOGPROBS:
         msg = f"logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {req.logprobs}"
@@ -45,19 +53,27 @@ def completion_to_generation(
         raise unsupported("echo", "echo is not supported")
     if req.best_of is not None and req.best_of != 1:
         raise unsupported("best_of", "only best_of=1 is supported")
-    prompt = one_prompt(req.prompt)
-    if req.suffix is not None and not isinstance(prompt, str):
-        raise ApiError(400, "suffix needs the prompt as text", code="invalid_request", param="suffix")
+    what: dict[str, Any] = {"infill": infill} if infill is not None else prompt_or_infill(req)
     return build_generation(
         req,
         request_id,
         max_tokens,
         has_draft,
-        prompt=prompt,
-        suffix=req.suffix,
         grammar=completion_grammar(req),
         logprobs=req.logprobs,
+        **what,
     )
+
+
+def prompt_or_infill(req: CompletionRequest) -> dict[str, Any]:
+    """The engine request's prompt; with a suffix, the prompt is the code before the cursor: fill-in-the-middle,
+    all of both kept (the /infill route trims as llama-server does; this one refuses what does not fit)."""
+    prompt = one_prompt(req.prompt)
+    if req.suffix is None:
+        return {"prompt": prompt}
+    if not isinstance(prompt, str):
+        raise ApiError(400, "suffix needs the prompt as text", code="invalid_request", param="suffix")
+    return {"infill": Infill(prompt, req.suffix)}
 
 
 def one_prompt(prompt: str | list[str] | list[int] | list[list[int]]) -> str | tuple[int, ...]:
