@@ -5,9 +5,9 @@ from __future__ import annotations
 from app.engine.types import Infill, InvalidRequest
 from app.runtime.llama import Vocab
 
-# The batch llama-server's trimming rule is written against: its default -b (capped at the window). Ours (often
-# 512) would cut the prefix to 384 tokens where llama-server keeps 1,536. The other files get the window less
-# that batch: with a 2,048-token window, nothing, as in llama-server.
+# The batch llama-server's trimming rule is written against: its default -b. Ours (often 512) would cut the
+# prefix to 384 tokens where llama-server keeps 1,536. The other files get the window less that batch: with a
+# 2,048-token window, 2 tokens of them, as in llama-server.
 TRIM_BATCH = 2048
 
 
@@ -42,7 +42,9 @@ def infill_tokens(vocab: Vocab, infill: Infill, n_ctx: int, n_batch: int = TRIM_
     suffix = vocab.tokenize(infill.suffix, False, False)
     middle = vocab.tokenize(infill.middle, False, True) if infill.middle else []
     if infill.trim:
-        n_batch = min(n_batch, n_ctx)  # llama.cpp caps a context's batch at its window
+        # Capped at the window, as llama.cpp caps a context's batch; llama-server's rule takes its -b uncapped, so
+        # under a 2,048-token window it would keep a prefix longer than the window.
+        n_batch = min(n_batch, n_ctx)
         prefix = prefix[len(prefix) - min(len(prefix), 3 * (n_batch // 4)) :]
         suffix = suffix[: min(len(suffix), max(0, n_batch // 4 - (2 + len(middle))))]
         n_extra = min(max(0, n_ctx - n_batch + 2), len(extra))  # llama-server's default n_predict (-1) in its rule
