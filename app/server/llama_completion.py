@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -10,7 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, Infill, TokenLogprob
+from app.engine.types import MAX_TOP_LOGPROBS, DoneEvent, GenerationRequest, GenerationSummary, Infill, TokenLogprob
 from app.server.body import parse_body
 from app.server.errors import ApiError
 from app.server.flow import CompletionFlow
@@ -22,7 +23,7 @@ R = TypeVar("R", bound="NativeCompletionRequest")
 
 # The neutral value of each field NativeCompletionRequest refuses otherwise (and what to use instead, if anything).
 _NOT_HONOURED: dict[str, tuple[Any, str]] = {
-    "n_probs": (0, "use logprobs (the OpenAI field) for token probabilities"),
+    "post_sampling_probs": (False, "probabilities are the model's own, from before any sampler"),
     "mirostat": (0, "mirostat sampling is not available"),
     "typical_p": (1.0, "typical sampling is not available"),
     "dynatemp_range": (0.0, "dynamic temperature is not available"),
@@ -46,9 +47,10 @@ class NativeCompletionRequest(CompletionRequest):
     spec_n_max: int | None = Field(None, alias="speculative.n_max")
     spec_n_min: int | None = Field(None, alias="speculative.n_min")
     spec_p_min: float | None = Field(None, alias="speculative.p_min")
+    n_probs: int | None = None  # each token's logprob and this many alternatives (completion_probabilities)
     # llama-server fields that would change the output and that the engine does not have: refused when set to
     # anything but their neutral value, never silently ignored (other unknown fields are, as everywhere).
-    n_probs: Any = None
+    post_sampling_probs: Any = None
     mirostat: Any = None
     typical_p: Any = None
     dynatemp_range: Any = None
@@ -77,7 +79,7 @@ def native_to_generation(
     req: NativeCompletionRequest, *, has_draft: bool, request_id: str = "", max_tokens: int = 1
 ) -> GenerationRequest:
     """The engine request: llama-server's speculative keys merged into DynaDraft's object, then the OpenAI text
-    completion's checks and mapping (n_predict is already max_tokens: see `with_limit`)."""
+    completion's checks and mapping (n_predict is already max_tokens: see `with_native_names`)."""
     for name, (neutral, why) in _NOT_HONOURED.items():
         value = getattr(req, name)
         if value is not None and value != neutral:
@@ -100,12 +102,37 @@ def native_to_generation(
     )
 
 
-def with_limit(req: R) -> R:
-    """n_predict (llama-server's name, -1: none) as max_tokens, which it wins over, as in llama-server."""
+def with_native_names(req: R) -> R:
+    """n_predict (-1: no limit) as max_tokens, which it wins over as in llama-server; n_probs as logprobs."""
     limit = req.n_predict if req.n_predict is not None else req.max_tokens
     if limit is not None and limit != -1 and limit < 1:
         raise ApiError(400, f"n_predict must be -1 (no limit) or >= 1, got {limit}", code="invalid_request")
-    return req.model_copy(update={"max_tokens": None if limit == -1 else limit})
+    update: dict[str, Any] = {"max_tokens": None if limit == -1 else limit}
+    if req.n_probs is not None and not 0 <= req.n_probs <= MAX_TOP_LOGPROBS:
+        msg = f"n_probs must be in [0, {MAX_TOP_LOGPROBS}], got {req.n_probs}"
+        raise ApiError(400, msg, code="invalid_request", param="n_probs")
+    if req.n_probs:  # 0 asks for none, as in llama-server
+        update["logprobs"] = req.n_probs
+    return req.model_copy(update=update)
+
+
+def probabilities(logprobs: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+    """llama-server's completion_probabilities: per token its id, text, bytes, logprob and top_logprobs."""
+
+    def entry(token: int, piece: bytes, logprob: float) -> dict[str, Any]:
+        return {"id": token, "token": _valid_utf8(piece), "bytes": list(piece), "logprob": logprob}
+
+    return [
+        {**entry(lp.token, lp.piece, lp.logprob), "top_logprobs": [entry(*top) for top in lp.top]} for lp in logprobs
+    ]
+
+
+def _valid_utf8(piece: bytes) -> str:
+    """The piece's text up to a character it cuts (a character may span tokens), as llama-server's validate_utf8."""
+    try:
+        return piece.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return piece[: e.start].decode("utf-8", "replace")
 
 
 def result(summary: GenerationSummary, model: str, prompt: str, return_tokens: bool, *, stream: bool) -> dict[str, Any]:
@@ -130,6 +157,7 @@ def result(summary: GenerationSummary, model: str, prompt: str, return_tokens: b
         "tokens_cached": summary.prompt_tokens + len(summary.tokens),  # what the slot holds after it (n_past)
         "timings": t.to_dict(),
         "dynamic_draft": summary.dynamic_draft,
+        **({"completion_probabilities": probabilities(summary.logprobs)} if summary.logprobs and not stream else {}),
     }
 
 
@@ -142,7 +170,10 @@ class NativeFormat(StreamFormat):
     done_line: ClassVar[str] = ""
 
     def text(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> list[str]:
-        return [_sse({"index": 0, "content": text, "tokens": [], "stop": False, "id_slot": 0})]
+        chunk: dict[str, Any] = {"index": 0, "content": text, "tokens": [], "stop": False, "id_slot": 0}
+        if logprobs:
+            chunk["completion_probabilities"] = probabilities(logprobs)
+        return [_sse(chunk)]
 
     def closing(self, done: DoneEvent) -> list[str]:
         return [_sse(result(done.summary, self.model, self.prompt, self.return_tokens, stream=True))]
@@ -160,7 +191,7 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
         def to_body(summary: GenerationSummary, **_: Any) -> dict[str, Any]:
             return result(summary, flow.state.model_id, prompt, req.return_tokens, stream=False)
 
-        return await flow.generate(request, with_limit(req), "cmpl", native_to_generation, fmt, to_body)
+        return await flow.generate(request, with_native_names(req), "cmpl", native_to_generation, fmt, to_body)
 
     @app.post("/completion")
     @app.post("/completions")

@@ -47,6 +47,22 @@ def test_the_native_stream_ends_with_the_result_and_no_done_marker(http: httpx.C
     assert events[-1]["tokens_predicted"] == 10 and events[-1]["timings"]["predicted_n"] == 10
 
 
+def test_n_probs_gives_llama_servers_completion_probabilities(http: httpx.Client) -> None:
+    body = {"prompt": PROMPT, "n_predict": 6, "temperature": 0, "n_probs": 3, "return_tokens": True}
+    out = http.post("/completion", json=body).json()
+    probs = out["completion_probabilities"]
+    assert [p["id"] for p in probs] == out["tokens"] and len(probs) == 6
+    assert b"".join(bytes(p["bytes"]) for p in probs).decode() == out["content"]
+    for p in probs:
+        assert len(p["top_logprobs"]) == 3 and p["top_logprobs"][0]["id"] == p["id"]  # greedy: the likeliest
+        assert p["logprob"] <= 0 and set(p["top_logprobs"][0]) == {"id", "token", "bytes", "logprob"}
+    with http.stream("POST", "/completion", json={**body, "stream": True}) as r:
+        events = [json.loads(line.removeprefix("data: ")) for line in r.iter_lines() if line]
+    streamed = [p for e in events[:-1] for p in e.get("completion_probabilities", [])]
+    assert [p["id"] for p in streamed] == out["tokens"]
+    assert "completion_probabilities" not in http.post("/completion", json={**body, "n_probs": 0}).json()
+
+
 def test_llama_servers_flat_speculative_keys_are_honoured(http: httpx.Client) -> None:
     # the pinned llama-server compiles these out and ignores them; here they run, and the record says so
     body = {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "speculative.n_max": 3, "speculative.p_min": 0.0}
@@ -64,7 +80,8 @@ def test_llama_servers_flat_speculative_keys_are_honoured(http: httpx.Client) ->
         ({"prompt": ""}, "prompt"),
         ({"prompt": PROMPT, "speculative.n_max": -1}, "speculative.n_max"),
         ({"prompt": PROMPT, "model": "gpt-4o"}, "model"),
-        ({"prompt": PROMPT, "n_probs": 5}, "n_probs"),  # not silently ignored
+        ({"prompt": PROMPT, "n_probs": 50}, "n_probs"),
+        ({"prompt": PROMPT, "n_probs": 2, "post_sampling_probs": True}, "post_sampling_probs"),  # not ignored
         ({"prompt": PROMPT, "mirostat": 2}, "mirostat"),
         ({"prompt": PROMPT, "ignore_eos": True}, "ignore_eos"),
     ],
