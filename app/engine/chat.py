@@ -140,10 +140,9 @@ class TextStream:
         for s in self._stop:
             i = buf.find(s)
             if i != -1 and (cut == -1 or i < cut):
-                cut = i
+                cut, self.stopped_by = i, s
         if cut != -1:
             self.stopped = True
-            self.stopped_by = next(s for s in self._stop if buf.find(s) == cut)
             out, self._pending = buf[:cut], ""
             self.text += out
             return out

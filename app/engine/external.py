@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.engine.external_policy import LOOKUP_SPEC_TYPE, load_policy, lookup_args, per_request_state, spec_types
 from app.engine.history import RollingWindow, check_prompt_fits
@@ -38,6 +38,9 @@ from app.runtime.llama_server import ExternalServer, ExternalServerError, Server
 from app.speculative.registry import NONE, POOL
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import DraftModelSource, PromptLookupSource
+
+if TYPE_CHECKING:
+    from app.models.inspection import GGUFReport
 
 # llama-server's stop_type → the engine's finish reasons ("word": a stop string matched).
 _FINISH: dict[str, FinishReason] = {"eos": "stop", "word": "stop", "limit": "length"}
@@ -99,6 +102,17 @@ class ServerTokenizer:
         if any(t < 0 for t in tokens):
             raise ValueError("a token id is negative: not in the vocabulary")
         return str(self.session._call("POST", "/detokenize", {"tokens": list(tokens)})["content"])
+
+
+def _gguf_header(path: str) -> GGUFReport | None:
+    """What the model file's header says (size, parameters, vocabulary), or None where it cannot be read."""
+    from app.models.gguf_reader import GGUFError
+    from app.models.inspection import inspect_gguf
+
+    try:
+        return inspect_gguf(path)
+    except (GGUFError, OSError):
+        return None
 
 
 def speculative_fields(
@@ -177,7 +191,7 @@ class ExternalSession:
         try:
             # The special prefix tokenization adds to empty text tells whether this model adds a BOS.
             self._add_bos = bool(self._tokenize("", add_special=True, parse_special=False))
-            self._n_vocab = self.model_meta().n_vocab  # from the GGUF header: None where it cannot be read
+            self._header = _gguf_header(config.model)  # read once: model_meta and the token-id check use it
             self.reload_policy()
         except BaseException:
             self.server.stop()
@@ -205,14 +219,7 @@ class ExternalSession:
         """Its context window and chat template as the server reports them (a llama-server caps the window and logs
         why itself; a --chat-template-file it was given is the template its /props names); the rest from the GGUF's
         header, as llama-server's /v1/models reports it (None where the header cannot be read)."""
-        from app.models.gguf_reader import GGUFError
-        from app.models.inspection import inspect_gguf
-
-        f = self.features
-        try:
-            report = inspect_gguf(self.config.model)
-        except (GGUFError, OSError):
-            report = None
+        f, report = self.features, self._header
         return ModelMeta(
             self.n_ctx,
             n_ctx_train=report.context_length if report else None,
@@ -268,8 +275,9 @@ class ExternalSession:
             add_special = adds_bos(text, self._add_bos, self.features.bos_token)
             return self._tokenize(text, add_special=add_special, parse_special=True), text
         if isinstance(request.prompt, tuple):
-            check_token_ids(request.prompt, self._n_vocab, "prompt")  # refused as the bundled runtime refuses it
-            return list(request.prompt), ServerTokenizer(self).detokenize(request.prompt, special=True)
+            n_vocab = self._header.tokenizer.vocab_size if self._header else None
+            check_token_ids(request.prompt, n_vocab, "prompt")  # refused as the bundled runtime refuses it
+            return list(request.prompt), self.tokenizer().detokenize(request.prompt, special=True)
         assert request.prompt is not None
         add_special = adds_bos(request.prompt, self._add_bos, self.features.bos_token)  # as Session's
         return self._tokenize(request.prompt, add_special=add_special, parse_special=True), request.prompt

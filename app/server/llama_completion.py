@@ -78,32 +78,25 @@ class InfillRequest(NativeCompletionRequest):
 def native_to_generation(
     req: NativeCompletionRequest, *, has_draft: bool, request_id: str = "", max_tokens: int = 1
 ) -> GenerationRequest:
-    """The engine request: llama-server's speculative keys merged into DynaDraft's object, then the OpenAI text
-    completion's checks and mapping (n_predict is already max_tokens: see `with_native_names`)."""
-    for name, (neutral, why) in _NOT_HONOURED.items():
-        value = getattr(req, name)
-        if value is not None and value != neutral:
-            raise unsupported(name, f"{name}={value!r} is not supported: {why}")
-    flat = {"n_max": req.spec_n_max, "n_min": req.spec_n_min, "p_min": req.spec_p_min}
-    spec = req.speculative
-    if any(v is not None for v in flat.values()):
-        given = {k: v for k, v in flat.items() if v is not None}
-        spec = SpeculativeOptions.model_validate({**(spec.model_dump(exclude_none=True) if spec else {}), **given})
+    """The engine request of a body already in OpenAI's names (`with_native_names`): /infill's fields become the
+    infill, then the OpenAI text completion's checks and mapping."""
     infill = None
     if isinstance(req, InfillRequest):
         extra = tuple((c.filename, c.text) for c in req.input_extra)
         infill = Infill(req.input_prefix, req.input_suffix, extra=extra, middle=req.prompt, trim=True)
     return completion_to_generation(
-        req.model_copy(update={"speculative": spec}),
-        has_draft=has_draft,
-        request_id=request_id,
-        max_tokens=max_tokens,
-        infill=infill,
+        req, has_draft=has_draft, request_id=request_id, max_tokens=max_tokens, infill=infill
     )
 
 
 def with_native_names(req: R) -> R:
-    """n_predict (-1: no limit) as max_tokens, which it wins over as in llama-server; n_probs as logprobs."""
+    """The body with llama-server's names mapped onto OpenAI's, before the shared flow reads it: n_predict (-1: no
+    limit) as max_tokens, which it wins over as in llama-server; n_probs as logprobs; the flat speculative.* keys
+    merged into DynaDraft's object. What the engine lacks is refused here."""
+    for name, (neutral, why) in _NOT_HONOURED.items():
+        value = getattr(req, name)
+        if value is not None and value != neutral:
+            raise unsupported(name, f"{name}={value!r} is not supported: {why}")
     limit = req.n_predict if req.n_predict is not None else req.max_tokens
     if limit is not None and limit != -1 and limit < 1:
         raise ApiError(400, f"n_predict must be -1 (no limit) or >= 1, got {limit}", code="invalid_request")
@@ -113,6 +106,11 @@ def with_native_names(req: R) -> R:
         raise ApiError(400, msg, code="invalid_request", param="n_probs")
     if req.n_probs:  # 0 asks for none, as in llama-server
         update["logprobs"] = req.n_probs
+    flat = {"n_max": req.spec_n_max, "n_min": req.spec_n_min, "p_min": req.spec_p_min}
+    given = {k: v for k, v in flat.items() if v is not None}
+    if given:
+        spec = req.speculative.model_dump(exclude_none=True) if req.speculative else {}
+        update["speculative"] = SpeculativeOptions.model_validate({**spec, **given})
     return req.model_copy(update=update)
 
 
