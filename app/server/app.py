@@ -10,6 +10,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from app.engine.worker import Engine
 from app.server import (
+    anthropic_messages,
     dd_routes,
     llama_completion,
     llama_props,
@@ -71,6 +72,7 @@ def create_app(
     openai_chat.install(app, flow)
     openai_completions.install(app, flow)
     llama_completion.install(app, flow)
+    anthropic_messages.install(app, flow)
     browser = browser or BrowserPolicy.for_bind(True, cors_origins)
     app.add_middleware(GuardMiddleware, state=state, api_key=api_key, browser=browser)
     if cors_origins:
@@ -79,6 +81,6 @@ def create_app(
             CORSMiddleware,
             allow_origins=list(cors_origins),
             allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type"],
+            allow_headers=["Authorization", "Content-Type", "x-api-key", "anthropic-version", "anthropic-beta"],
         )
     return app

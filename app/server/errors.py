@@ -23,6 +23,8 @@ _TYPES = {
     503: "server_error",
 }
 
+ANTHROPIC_PREFIX = "/v1/messages"
+
 RETRY_AFTER_S = 1  # a queued generation of a few hundred tokens frees a slot in about this long on a laptop
 
 
@@ -49,6 +51,18 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def body_for(self, path: str) -> dict[str, Any]:
+        """The envelope the route's dialect expects: Anthropic's under /v1/messages (its SDK reads the top-level
+        `type` and its own error types), OpenAI's everywhere else."""
+        body = self.body()
+        if path == ANTHROPIC_PREFIX or path.startswith(ANTHROPIC_PREFIX + "/"):
+            kind = "api_error" if self.type == "server_error" else self.type
+            message = self.message
+            if self.code == "context_length_exceeded":
+                message = f"prompt is too long: {message}"  # the words Anthropic's API uses, which its clients match
+            return {"type": "error", "error": {**body["error"], "type": kind, "message": message}}
+        return body
 
 
 def from_engine_error(err: EngineError) -> ApiError:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -87,7 +86,7 @@ class CompletionFlow:
                     yield fmt.done_line
             except EngineError as e:
                 # The status line is already sent: report in-band, as OpenAI does, so clients raise an APIError.
-                yield f"data: {json.dumps(from_engine_error(e).body())}\n\n"
+                yield fmt.error(from_engine_error(e))
             finally:
                 if not gen.finished:
                     gen.cancel()  # the client went away (or the server is stopping): free the engine within a step
@@ -104,7 +103,7 @@ class CompletionFlow:
         """The flow both completion routes share: check, submit, then stream chunks or answer with one body."""
         if req.model:  # required by the OpenAI dialects' schemas; llama-server's native ones may leave it out
             self.check_model(req.model)
-        rid = f"{prefix}-{uuid.uuid4().hex}"
+        rid = f"{prefix}{uuid.uuid4().hex}"
         gen_req = to_generation(req, has_draft=self.state.has_draft, request_id=rid)
         gen_req = self.resolve_max_tokens(gen_req, requested_max_tokens(req))
         gen = self.submit(gen_req)

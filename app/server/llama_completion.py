@@ -189,7 +189,7 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
         def to_body(summary: GenerationSummary, **_: Any) -> dict[str, Any]:
             return result(summary, flow.state.model_id, prompt, req.return_tokens, stream=False)
 
-        return await flow.generate(request, with_native_names(req), "cmpl", native_to_generation, fmt, to_body)
+        return await flow.generate(request, with_native_names(req), "cmpl-", native_to_generation, fmt, to_body)
 
     @app.post("/completion")
     @app.post("/completions")

@@ -16,8 +16,8 @@ _DRAIN_LIMIT = 64 * 1024 * 1024  # read (and discard) at most this much of an ov
 OPEN_PATHS = frozenset({"/health"})  # answered without an API key so the GUI can poll status
 
 
-async def send_error(send: Send, err: ApiError) -> None:
-    body = json.dumps(err.body()).encode()
+async def send_error(send: Send, err: ApiError, path: str = "") -> None:
+    body = json.dumps(err.body_for(path)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
@@ -59,32 +59,41 @@ class GuardMiddleware:
             await send(message)
 
         headers = dict(scope.get("headers") or [])
+        path = scope["path"]
         refused = check_request(scope["method"].encode(), headers, self.browser)
         if refused is not None:  # a foreign Host (DNS rebinding), Origin, or a non-JSON body (CSRF)
             await drain(receive)
-            await send_error(counting_send, refused)
+            await send_error(counting_send, refused, path)
             return
-        if self.api_key is not None and scope["path"] not in OPEN_PATHS and scope["method"] != "OPTIONS":
-            auth = headers.get(b"authorization", b"")
-            scheme, _, token = auth.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.api_key):
-                await drain(receive)
-                msg = "missing or invalid API key: send 'Authorization: Bearer <key>'"
-                err = ApiError(401, msg, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
-                await send_error(counting_send, err)
-                return
+        keyed = self.api_key is not None and path not in OPEN_PATHS and scope["method"] != "OPTIONS"
+        if keyed and not hmac.compare_digest(presented_key(headers), self.api_key or b""):
+            await drain(receive)
+            msg = "missing or invalid API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')"
+            err = ApiError(401, msg, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            await send_error(counting_send, err, path)
+            return
         length = headers.get(b"content-length")
         if length is not None:
             try:
                 too_big = int(length) > self.state.max_body_bytes
             except ValueError:
-                await send_error(counting_send, ApiError(400, "invalid Content-Length header", code="invalid_request"))
+                err = ApiError(400, "invalid Content-Length header", code="invalid_request")
+                await send_error(counting_send, err, path)
                 return
             if too_big:
                 await drain(receive)
-                await send_error(counting_send, too_large(self.state.max_body_bytes))
+                await send_error(counting_send, too_large(self.state.max_body_bytes), path)
                 return
         await self.app(scope, receive, counting_send)
+
+
+def presented_key(headers: dict[bytes, bytes]) -> bytes:
+    """The key a request carries: OpenAI's `Authorization: Bearer`, else Anthropic's `x-api-key` (as llama-server
+    reads them). b"" when neither is there, which no key matches."""
+    scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
+    if scheme.lower() == b"bearer":
+        return token.strip()
+    return headers.get(b"x-api-key", b"").strip()
 
 
 def too_large(limit: int) -> ApiError:

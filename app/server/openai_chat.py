@@ -260,4 +260,4 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
         options = output_options(req)
         fmt = functools.partial(ChatFormat, options=options)
         to_body = functools.partial(chat_completion, options=options)
-        return await flow.generate(request, req, "chatcmpl", chat_to_generation, fmt, to_body)
+        return await flow.generate(request, req, "chatcmpl-", chat_to_generation, fmt, to_body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -195,3 +196,7 @@ class StreamFormat:
 
     def closing(self, done: DoneEvent) -> list[str]:
         raise NotImplementedError
+
+    def error(self, err: ApiError) -> str:
+        """An error after the stream began (its status line is sent): OpenAI's envelope as one more event."""
+        return f"data: {json.dumps(err.body())}\n\n"

@@ -151,4 +151,4 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
         req = await parse_body(request, CompletionRequest, flow.state.max_body_bytes)
         fmt = functools.partial(CompletionFormat, logprobs=req.logprobs)
         to_body = functools.partial(completion, logprobs=req.logprobs)
-        return await flow.generate(request, req, "cmpl", completion_to_generation, fmt, to_body)
+        return await flow.generate(request, req, "cmpl-", completion_to_generation, fmt, to_body)

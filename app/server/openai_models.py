@@ -1,7 +1,8 @@
-"""The OpenAI models dialect: the one loaded model, listed and looked up by any of its names."""
+"""The models route (OpenAI's and Anthropic's shape at once): the one loaded model, listed and looked up by name."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI
@@ -14,11 +15,16 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
     state = flow.state
 
     def card() -> ModelCard:
-        return ModelCard(id=state.model_id, created=state.created, meta=state.engine.model_meta.to_json())
+        created_at = datetime.fromtimestamp(state.created, UTC).isoformat().replace("+00:00", "Z")
+        meta = state.engine.model_meta.to_json()
+        return ModelCard(
+            id=state.model_id, created=state.created, meta=meta, display_name=state.model_id, created_at=created_at
+        )
 
     @app.get("/v1/models")
     async def list_models() -> dict[str, Any]:
-        return ModelList(data=[card()]).model_dump()
+        only = card()
+        return ModelList(data=[only], first_id=only.id, last_id=only.id).model_dump()
 
     @app.get("/v1/models/{model:path}")
     async def get_model(model: str) -> dict[str, Any]:

@@ -192,17 +192,26 @@ class CompletionRequest(_SamplingFields):
 
 # -- responses -----------------------------------------------------------------------------------------------------
 class ModelCard(BaseModel):
+    """OpenAI's model object; `type`, `display_name` and `created_at` are Anthropic's names for the same, so both
+    SDKs' models.list() and models.retrieve() read it."""
+
     id: str
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "dynadraft"
     # llama-server's extension: n_ctx (the window a request may fill), n_ctx_train, n_params, size, n_vocab
     meta: dict[str, int | None] | None = None
+    type: Literal["model"] = "model"
+    display_name: str = ""
+    created_at: str = ""  # RFC 3339
 
 
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+    has_more: bool = False  # Anthropic's paging fields: one page, always
+    first_id: str | None = None
+    last_id: str | None = None
 
 
 class PromptTokensDetails(BaseModel):

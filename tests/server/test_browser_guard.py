@@ -40,8 +40,19 @@ def test_simple_cross_site_post_is_415(serve_url: str, ctype: str) -> None:
     _error(_post(serve_url, {"Content-Type": ctype}), 415, "unsupported_media_type")
 
 
-@pytest.mark.parametrize("path", ["/tokenize", "/detokenize", "/apply-template", "/completion", "/infill"])
-def test_llama_server_token_routes_are_guarded_too(serve_url: str, path: str) -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/tokenize",
+        "/detokenize",
+        "/apply-template",
+        "/completion",
+        "/infill",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+    ],
+)
+def test_the_other_dialects_routes_are_guarded_too(serve_url: str, path: str) -> None:
     body = json.dumps({"content": "hi", "tokens": [1]}).encode()
     r = httpx.post(f"{serve_url}{path}", content=body, headers={"Content-Type": "text/plain"})
     _error(r, 415, "unsupported_media_type")
