@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.bridge import BackgroundCall
+from app.server.anthropic_messages import claude_environment
 from app.server.runner import EndpointServer, is_loopback
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
@@ -49,11 +50,12 @@ class EndpointPanel(QWidget):
         self._call: BackgroundCall | None = None
 
         intro = QLabel(
-            "Serve the loaded model to other apps (editors, agents, scripts) through an OpenAI-compatible API. "
+            "Serve the loaded model to other apps (editors, agents, scripts) through an OpenAI-compatible API, "
+            "and Anthropic's Messages API for Claude clients (Claude Code, the anthropic SDK) on the same port. "
             "Requests share the engine with this window and are served one at a time."
         )
         intro.setWordWrap(True)
-        self.switch = QCheckBox("Local OpenAI endpoint")
+        self.switch = QCheckBox("Local endpoint")
         self.switch.setObjectName("switch")
         self.switch.setStyleSheet(SWITCH_STYLE)
         self.switch.toggled.connect(self._toggled)
@@ -89,6 +91,22 @@ class EndpointPanel(QWidget):
         url_row = QHBoxLayout()
         url_row.addWidget(self.url, 1)
         url_row.addWidget(self.copy_btn)
+        # Claude clients take the server's root (they add /v1/messages) and the served model's name from these.
+        self.claude_env = QLineEdit()
+        self.claude_env.setReadOnly(True)
+        self.claude_env.setPlaceholderText("starts when the switch is on")
+        self.claude_env.setToolTip(
+            "Environment for Claude Code (or any Anthropic SDK client): put it before the command, e.g. "
+            "ANTHROPIC_BASE_URL=... claude"
+        )
+        copy_env = QPushButton("Copy")
+        copy_env.setObjectName("copy_claude_env")
+        copy_env.setToolTip("Copy the environment for Claude clients")
+        self._claude_env = ""  # with the whole key; the field shows it shortened, as the curl example does
+        copy_env.clicked.connect(lambda: QGuiApplication.clipboard().setText(self._claude_env))
+        claude_row = QHBoxLayout()
+        claude_row.addWidget(self.claude_env, 1)
+        claude_row.addWidget(copy_env)
         self.requests = QLabel("0")
         self.message = QLabel("")
         self.message.setWordWrap(True)
@@ -101,6 +119,7 @@ class EndpointPanel(QWidget):
         form.addRow("API key", key_row)
         form.addRow("Allowed host names", self.allowed_hosts)
         form.addRow("Base URL", url_row)
+        form.addRow("Claude clients", claude_row)
         form.addRow("Requests served", self.requests)
         self.example = QLabel("")
         self.example.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -190,6 +209,10 @@ class EndpointPanel(QWidget):
         base = url.rstrip("/") + ("" if url.rstrip("/").endswith("/v1") else "/v1")
         self.url.setText(base)
         key = self.api_key.text().strip()
+        self._claude_env = claude_environment(base.removesuffix("/v1"), self.model_id, key)
+        shown = key[:6] + "…" if key else ""
+        self.claude_env.setText(claude_environment(base.removesuffix("/v1"), self.model_id, shown))
+        self.claude_env.setCursorPosition(0)  # the start (the URL) in view; the line is longer than the field
         auth = f' -H "Authorization: Bearer {key[:6]}…"' if key else ""
         self.example.setText(
             f"curl {base}/chat/completions{auth} -H 'Content-Type: application/json' "
@@ -222,6 +245,8 @@ class EndpointPanel(QWidget):
         self._call = None
         self.server = None
         self.url.clear()
+        self.claude_env.clear()
+        self._claude_env = ""
         self.example.clear()
         if message:
             self.message.setText(f"Error while stopping: {message}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from app.engine.session import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine, print_context_notes
+from app.server.anthropic_messages import claude_environment
 from app.server.runner import EndpointError, EndpointServer, is_loopback
 
 
@@ -71,6 +72,8 @@ def run_serve(args: argparse.Namespace) -> int:
         model = server.model_id or Path(args.model).stem
         print(f"dynadraft serve: {server.url}/v1 (model {model}); Ctrl+C stops", flush=True)
         print(f"dynadraft serve: Dynamic Draft: {engine.call(lambda s: s.dd_status)}", flush=True)
+        env = claude_environment(server.url, model, "<your --api-key>" if api_key else "")
+        print(f"dynadraft serve: Claude clients (Anthropic's API, same port): {env} claude", flush=True)
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
             while not stop.wait(0.5) and server.running:

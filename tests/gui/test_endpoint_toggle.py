@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import socket
+from pathlib import Path
 
 import pytest
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QPushButton
 
 from app.gui.main import MainWindow
 
@@ -39,6 +44,21 @@ def test_endpoint_toggle_serves_and_releases_port(make_window, gui_engine, qtbot
     assert r.json()["choices"][0]["message"]["content"] is not None
     qtbot.waitUntil(lambda: panel.requests.text() not in ("0", "?"), timeout=5_000)
     assert "endpoint on" in w.st_endpoint.text()
+    # the Claude clients' line, copied as a user would, is all the anthropic SDK needs
+    anthropic = pytest.importorskip("anthropic")
+    panel.findChild(QPushButton, "copy_claude_env").click()
+    env = dict(pair.split("=", 1) for pair in shlex.split(QGuiApplication.clipboard().text()))
+    assert env["ANTHROPIC_BASE_URL"] == f"http://127.0.0.1:{port}"
+    claude = anthropic.Anthropic(base_url=env["ANTHROPIC_BASE_URL"], api_key=env["ANTHROPIC_API_KEY"], max_retries=0)
+    msg = claude.messages.create(
+        model=env["ANTHROPIC_MODEL"], max_tokens=4, messages=[{"role": "user", "content": "Hi"}], timeout=120
+    )
+    assert msg.usage.output_tokens >= 1 and env["ANTHROPIC_DEFAULT_HAIKU_MODEL"] == panel.model_id
+    shots = os.environ.get("DYNADRAFT_SHOTS")
+    if shots:  # a screenshot for the report: DYNADRAFT_SHOTS=/work/brief/shots pytest ...
+        w.tabs.setCurrentWidget(panel)
+        qtbot.wait(300)
+        w.grab().save(str(Path(shots) / "endpoint-claude-clients.png"))
     with qtbot.waitSignal(panel.state_changed, timeout=30_000) as blocker:
         panel.switch.setChecked(False)
     assert blocker.args == [False]
