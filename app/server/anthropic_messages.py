@@ -9,7 +9,6 @@ tool results come before the user's text (Anthropic's order, which templates exp
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import re
@@ -21,20 +20,19 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.engine.session import adds_bos
-from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary, TokenLogprob
+from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.server.body import parse_body
 from app.server.chat_output import OutputPiece
-from app.server.errors import ApiError, from_engine_error
+from app.server.errors import ApiError
 from app.server.flow import CompletionFlow
-from app.server.openai_chat import OutputOptions, chat_to_generation, output_options
-from app.server.openai_common import StreamFormat, response_extras, unsupported
+from app.server.llama_template import count_prompt_tokens
+from app.server.openai_chat import OutputOptions, PieceStream, chat_to_generation, output_options
+from app.server.openai_common import response_extras, unsupported
 from app.server.schemas import (
     ChatCompletionRequest,
     ChatMessage,
     FunctionCall,
     FunctionDef,
-    JsonSchemaFormat,
     NamedFunction,
     NamedToolChoice,
     ResponseFormat,
@@ -263,8 +261,7 @@ def _template_kwargs(req: MessagesRequest) -> dict[str, Any] | None:
 def _response_format(config: OutputConfigIn | None) -> ResponseFormat | None:
     if config is None or config.format is None:
         return None
-    schema = JsonSchemaFormat.model_validate({"name": "output", "schema": config.format.schema_})
-    return ResponseFormat(type="json_schema", json_schema=schema)
+    return ResponseFormat.for_schema(config.format.schema_)
 
 
 def to_chat(req: MessagesRequest) -> ChatCompletionRequest:
@@ -329,9 +326,7 @@ def message_body(
     summary: GenerationSummary, options: OutputOptions, max_tokens: int | None, *, id: str, created: int, model: str
 ) -> dict[str, Any]:
     """The non-streaming Message, with DynaDraft's `timings`, `dynamic_draft` and `per_source` beside it."""
-    out = options.parser()
-    out.push(summary.text)
-    out.finish()
+    out = options.parse(summary.text)
     blocks: list[dict[str, Any]] = []
     if out.reasoning:
         blocks.append({"type": "thinking", "thinking": out.reasoning, "signature": ""})  # a local model signs nothing
@@ -356,19 +351,14 @@ def event(name: str, data: dict[str, Any]) -> str:
 
 
 @dataclass
-class MessagesFormat(StreamFormat):
+class MessagesFormat(PieceStream):
     """Anthropic's stream: message_start, then each block opened, filled by deltas and closed in turn, then
     message_delta (stop_reason and the whole usage) and message_stop; no [DONE]."""
 
     done_line = ""
-    options: OutputOptions | None = None
     max_tokens: int | None = None
     _open: str | None = field(default=None, init=False)  # the kind of the block being filled
     _index: int = field(default=-1, init=False)
-
-    def __post_init__(self) -> None:
-        assert self.options is not None
-        self.parser = self.options.parser()
 
     def opening(self) -> list[str]:
         # The prompt's size is known only at the end: message_delta carries the whole usage (as Anthropic's does).
@@ -402,7 +392,7 @@ class MessagesFormat(StreamFormat):
     def _delta(self, delta: dict[str, Any]) -> str:
         return event("content_block_delta", {"index": self._index, "delta": delta})
 
-    def _pieces(self, pieces: list[OutputPiece]) -> list[str]:
+    def pieces(self, pieces: list[OutputPiece]) -> list[str]:
         out: list[str] = []
         for p in pieces:
             if p.call is not None:
@@ -419,12 +409,9 @@ class MessagesFormat(StreamFormat):
                 out.append(self._delta({"type": "text_delta", "text": p.text}))
         return out
 
-    def text(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> list[str]:
-        return self._pieces(self.parser.push(text))
-
     def closing(self, done: DoneEvent) -> list[str]:
         summary = done.summary
-        out = [*self._pieces(self.parser.finish()), *self._stop()]
+        out = [*self.finish(), *self._stop()]
         delta = {
             "stop_reason": stop_reason(summary, bool(self.parser.calls), self.max_tokens),
             "stop_sequence": summary.stopping_word or None,
@@ -457,16 +444,6 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> dict[str, int]:
-        # The prompt's tokens as the engine would see them (template, tools, BOS rule), counted off the engine
-        # thread: Claude Code asks before it sends, and must not wait behind a running generation.
         chat = to_chat(await parse_body(request, MessagesRequest, state.max_body_bytes))
         flow.check_model(chat.model)
-        gen = chat_to_generation(chat, has_draft=state.has_draft)
-        engine = state.engine
-        try:
-            text = await asyncio.to_thread(engine.render_prompt, gen)
-            bos = engine.model_meta.bos_token
-            tokens = await asyncio.to_thread(engine.tokenizer.tokenize, text, adds_bos(text, True, bos), True)
-        except EngineError as e:
-            raise from_engine_error(e) from None
-        return {"input_tokens": len(tokens)}
+        return {"input_tokens": await count_prompt_tokens(state, chat_to_generation(chat, has_draft=state.has_draft))}

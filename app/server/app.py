@@ -19,6 +19,7 @@ from app.server import (
     openai_chat,
     openai_completions,
     openai_models,
+    openai_responses,
 )
 from app.server.browser_guard import BrowserPolicy
 from app.server.error_handlers import install_error_handlers
@@ -73,6 +74,7 @@ def create_app(
     openai_completions.install(app, flow)
     llama_completion.install(app, flow)
     anthropic_messages.install(app, flow)
+    openai_responses.install(app, flow)
     browser = browser or BrowserPolicy.for_bind(True, cors_origins)
     app.add_middleware(GuardMiddleware, state=state, api_key=api_key, browser=browser)
     if cors_origins:

@@ -1,4 +1,4 @@
-"""llama-server's POST /apply-template: a chat request's prompt, as the model's chat template renders it."""
+"""llama-server's POST /apply-template: a chat request's prompt as the model's template renders it; its token count."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 
-from app.engine.types import EngineError
+from app.engine.session import adds_bos
+from app.engine.types import EngineError, GenerationRequest
 from app.server.body import parse_body
 from app.server.errors import from_engine_error
 from app.server.openai_chat import chat_to_generation
@@ -19,6 +20,19 @@ class ApplyTemplateBody(ChatCompletionRequest):
     """A chat completion's body; `model` may be left out, as llama-server's /apply-template allows."""
 
     model: str = ""
+
+
+async def count_prompt_tokens(state: ServerState, gen: GenerationRequest) -> int:
+    """A chat request's prompt tokens as the engine would see them (template, tools, the BOS rule), counted off the
+    engine thread: clients ask before they send (Anthropic's count_tokens, OpenAI's input_tokens) and must not wait
+    behind a running generation."""
+    engine = state.engine
+    try:
+        text = await asyncio.to_thread(engine.render_prompt, gen)
+        bos = engine.model_meta.bos_token
+        return len(await asyncio.to_thread(engine.tokenizer.tokenize, text, adds_bos(text, True, bos), True))
+    except EngineError as e:
+        raise from_engine_error(e) from None
 
 
 def install(app: FastAPI, state: ServerState) -> None:

@@ -128,6 +128,34 @@ class OutputOptions:
     def parser(self) -> ChatOutputParser:
         return ChatOutputParser(think=self.think, tools=self.tools, parallel=self.parallel, tool_names=self.tool_names)
 
+    def parse(self, text: str) -> ChatOutputParser:
+        """A whole reply read at once (a response that is not streamed): its .content, .reasoning and .calls."""
+        out = self.parser()
+        out.push(text)
+        out.finish()
+        return out
+
+
+@dataclass
+class PieceStream(StreamFormat):
+    """A stream whose dialect frames the parser's pieces itself (Anthropic's blocks, the Responses API's items):
+    `pieces` turns newly certain pieces into that dialect's events; `finish` the last ones, at the end."""
+
+    options: OutputOptions | None = None
+
+    def __post_init__(self) -> None:
+        assert self.options is not None
+        self.parser = self.options.parser()
+
+    def pieces(self, pieces: list[OutputPiece]) -> list[str]:
+        raise NotImplementedError
+
+    def text(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> list[str]:
+        return self.pieces(self.parser.push(text))
+
+    def finish(self) -> list[str]:
+        return self.pieces(self.parser.finish())
+
 
 def output_options(req: ChatCompletionRequest) -> OutputOptions:
     return OutputOptions(
@@ -146,9 +174,7 @@ def _tool_call_out(call: tool_syntax.ToolCall) -> ToolCallOut:
 def chat_completion(
     summary: GenerationSummary, options: OutputOptions, *, id: str, created: int, model: str
 ) -> ChatCompletion:
-    out = options.parser()
-    out.push(summary.text)
-    out.finish()
+    out = options.parse(summary.text)
     calls = [_tool_call_out(c) for c in out.calls] or None
     message = AssistantMessage(
         content=out.content if (out.content or not calls) else None,

@@ -139,6 +139,11 @@ class ResponseFormat(BaseModel):
     json_schema: JsonSchemaFormat | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")  # llama.cpp's json_object + schema form
 
+    @classmethod
+    def for_schema(cls, schema: dict[str, Any] | None, name: str = "output") -> ResponseFormat:
+        """Chat's json_schema format for a schema another dialect gave (Anthropic's output_config, Responses' text)."""
+        return cls(type="json_schema", json_schema=JsonSchemaFormat.model_validate({"name": name, "schema": schema}))
+
 
 class _SamplingFields(BaseModel):
     """Sampling and limits shared by chat and text completions (llama.cpp's extras included)."""

@@ -50,6 +50,8 @@ def test_simple_cross_site_post_is_415(serve_url: str, ctype: str) -> None:
         "/infill",
         "/v1/messages",
         "/v1/messages/count_tokens",
+        "/v1/responses",
+        "/v1/responses/input_tokens",
     ],
 )
 def test_the_other_dialects_routes_are_guarded_too(serve_url: str, path: str) -> None:
