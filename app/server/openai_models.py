@@ -18,7 +18,12 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
         created_at = datetime.fromtimestamp(state.created, UTC).isoformat().replace("+00:00", "Z")
         meta = state.engine.model_meta.to_json()
         return ModelCard(
-            id=state.model_id, created=state.created, meta=meta, display_name=state.model_id, created_at=created_at
+            id=state.model_id,
+            created=state.created,
+            meta=meta,
+            display_name=state.model_id,
+            created_at=created_at,
+            max_input_tokens=meta["n_ctx"],
         )
 
     @app.get("/v1/models")

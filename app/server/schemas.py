@@ -209,6 +209,7 @@ class ModelCard(BaseModel):
     type: Literal["model"] = "model"
     display_name: str = ""
     created_at: str = ""  # RFC 3339
+    max_input_tokens: int | None = None  # Anthropic's name for the context window (meta.n_ctx)
 
 
 class ModelList(BaseModel):

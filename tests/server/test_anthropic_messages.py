@@ -157,6 +157,7 @@ def test_unknown_model_and_envelopes(claude: anthropic.Anthropic, base_url: str)
     # the models route reads in both SDKs
     page = claude.models.list()
     assert [m.id for m in page.data] == [MODEL_ID] and page.data[0].type == "model"
+    assert page.data[0].max_input_tokens == 2048  # the window, where Anthropic's clients read it
     assert claude.models.retrieve(MODEL_ID).display_name == MODEL_ID
 
 
