@@ -249,6 +249,13 @@ def with_idle_reasons(per_source: dict[str, dict[str, Any]], reasons: dict[str, 
     return per_source
 
 
+# Why the pool never tried a source, by the code its last weighing gave (app.speculative.adaptive: passed_over).
+PASSED_OVER = {
+    "no_gain": "not tried: at the measured costs it would not beat plain decoding even with every token accepted",
+    "slower": "not tried: at its measured acceptance and costs another choice was faster",
+}
+
+
 def catch_up_reason(ms: float) -> str:
     """Why the pool never tried a source whose catch-up (prefilling what it had not seen) cost `ms`."""
     return f"not tried: prefilling the text it had not seen (~{ms:.0f} ms) would not pay back within max_tokens"
@@ -692,6 +699,9 @@ class Session:
             for name, ms in run.pool.priced_out.items():
                 if not run.pool.arms[name].drafted_yet:
                     run.idle_reasons.setdefault(name, catch_up_reason(ms))
+            for name, why in run.pool.passed_over.items():  # never silently unused: each untried source says why
+                if not run.pool.arms[name].drafted_yet:
+                    run.idle_reasons.setdefault(name, PASSED_OVER[why])
         tail = run.stream.flush()
         if tail or run.logprobs_pending:
             yield TextEvent(tail, 0, 0, tuple(run.logprobs_pending))

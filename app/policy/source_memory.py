@@ -34,6 +34,7 @@ MEMORY_FILE = "source_memory.json"
 SCHEMA_VERSION = 1
 MAX_CLASS_NAME = 64
 MAX_VERIFY_ROWS = 4096  # far above any draft allocation: a larger batch size in the file is damage
+WRITE_INTERVAL_S = 1.0  # at most one write a second: many short requests must not each rewrite the file
 
 
 def memory_identity(fp: Fingerprint) -> str:
@@ -107,7 +108,9 @@ def parse_memory(data: Any) -> dict[str, dict[str, dict[str, ArmMemory]]]:
 class SourceMemoryStore:
     """The remembered source statistics of one engine identity; loads once, blends each request in, saves atomically."""
 
-    def __init__(self, path: Path, identity: str, min_interval_s: float = 1.0, costs: str | None = None) -> None:
+    def __init__(
+        self, path: Path, identity: str, min_interval_s: float = WRITE_INTERVAL_S, costs: str | None = None
+    ) -> None:
         """`costs`: this engine's cost identity (cost_identity), under which its verify cost table is kept."""
         self.path = path
         self.identity = identity

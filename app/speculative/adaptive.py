@@ -285,6 +285,10 @@ class SourcePool:
         self._catch_up: dict[str, float] = {}  # this step's (see choose)
         # Sources its catch-up kept out (name -> that catch-up's ms) since they last ran: the response says so.
         self.priced_out: dict[str, float] = {}
+        # Why each other source was passed over when it was last weighed ("no_gain": it would not beat plain decoding
+        # even if every drafted token were accepted; "slower": by its estimate another choice was faster), so a
+        # source the request never tried says why instead of being silently absent (app.engine.session).
+        self.passed_over: dict[str, str] = {}
         self._remaining: int | None = None
 
     def choose(
@@ -317,8 +321,13 @@ class SourcePool:
         # buys a re-measurement, not a first one, at the price of a prefill. Unbounded, the draft model's return to
         # its warm-up on a first turn prefilled 8k tokens for a few drafts (SIMULATED on the H200 curves: served in
         # order, copy_edit/near_copy fell from 98.8 to 77.8 tok/s, bench/results/2026-12-03-warm-up-catch-up.md).
+        no_gain = {n for n in arms if n != "none" and not self._could_pay(n, offers, amortise=False)}
+        for name in no_gain:
+            self._pass_over(name, "no_gain")
         for name, arm in arms.items():
-            if arm.pulls < WARMUP_PULLS and not arm.shadowed and self._could_pay(name, offers, amortise=False):
+            if name in no_gain:
+                continue
+            if arm.pulls < WARMUP_PULLS and not arm.shadowed:
                 known = arm.length.acceptance.seen[0]
                 if self._could_pay(name, offers) and (not known or self._probe_affordable(name)):
                     return self._chosen(name, self._length(name, offers) if name != "none" else 0)
@@ -340,16 +349,24 @@ class SourcePool:
             score = self._amortised(name, raw)
             if raw > plain >= score:
                 self._price_out(name)
+            elif name not in no_gain and name not in self.priced_out:  # its catch-up is the better reason
+                self._pass_over(name, "slower")
             if score > best_score:
                 best, best_k, best_score = name, k, score
         return self._chosen(best, best_k)
 
     def _chosen(self, name: str, k: int) -> tuple[str, int]:
         self.priced_out.pop(name, None)
+        self.passed_over.pop(name, None)
         return name, k
 
     def _price_out(self, name: str) -> None:
         self.priced_out[name] = self._catch_up.get(name, 0.0)
+        self.passed_over.pop(name, None)  # the last weighing says why, one reason per source
+
+    def _pass_over(self, name: str, why: str) -> None:
+        self.passed_over[name] = why
+        self.priced_out.pop(name, None)
 
     def _amortised(self, name: str, rate: float) -> float:
         """`name`'s tokens per ms over the rest of the request once its catch-up is paid: R tokens at `rate` plus the

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.identity import calibration_store, session_fingerprint
-from app.engine.session import EngineConfig, Session
+from app.engine.session import PASSED_OVER, EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.policy import DynamicDraftPolicy, new_table
 from app.runtime.sampling import SamplingParams
@@ -40,6 +40,12 @@ def session(smollm2_path: Path, smollm2_q2k_path: Path) -> Iterator[Session]:
     s.close()
 
 
+def _price_as_a_small_draft(s: Session) -> None:
+    one = s._verify_ms[1]
+    s._verify_ms.update({b: one * (1 + 0.02 * (b - 1)) for b in range(1, 10)})
+    s._draft_ms["draft"] = 0.1 * one
+
+
 def test_a_reply_too_short_to_win_back_the_catch_up_leaves_the_draft_model_untried(session: Session) -> None:
     first = _run(session, "river", 24)  # nothing measured yet: the draft model warms up and catches up
     assert first.per_source["draft"]["drafted"] > 0
@@ -47,18 +53,32 @@ def test_a_reply_too_short_to_win_back_the_catch_up_leaves_the_draft_model_untri
     assert draft.prefill_ms_per_token is not None and draft.prefill_ms_per_token > 0  # type: ignore[attr-defined]
 
     # The 135M pair costs about the same per token, so whether this draft could pay at all is a near-tie on this CPU
-    # (the pool's other rule). Price its drafting as a small draft's (a tenth of a target decode) so that only the
-    # catch-up decides.
-    session._draft_ms["draft"] = 0.1 * session._verify_ms[1]
+    # (the pool's other rule), and on a loaded machine the measured verify rows tip it (CI: the draft was then passed
+    # over as unable to pay, not for its catch-up). Price its drafting as a small draft's (a tenth of a target
+    # decode) and the verify rows as a memory-bound device's (nearly flat) so that only the catch-up decides.
+    _price_as_a_small_draft(session)
     short = _run(session, "forest", 3)  # ~500 new tokens to prefill for at most 2 drafted-for tokens
     assert short.per_source["draft"]["drafted"] == 0
     assert short.per_source["draft"]["idle_reason"].startswith("not tried: prefilling the text it had not seen")
 
     session.weigh_catch_up = False  # the same request as the pool chose before: the draft's warm-up runs
-    session._draft_ms["draft"] = 0.1 * session._verify_ms[1]
+    _price_as_a_small_draft(session)
     before = _run(session, "meadow", 3)
     assert before.per_source["draft"]["drafted"] > 0
     assert "idle_reason" not in before.per_source["draft"]
+
+
+def test_a_draft_that_cannot_pay_here_says_so_instead_of_being_absent(session: Session) -> None:
+    """A source the pool never tries is listed with why: here a draft that costs ten target decodes per token, on
+    rows that cost a decode each (this CPU's shape), which loses even if every token were accepted (and keeps
+    losing when a loaded machine measures plain decoding a few times slower during the request)."""
+    _run(session, "river", 8)  # plain decoding measured
+    one = session._verify_ms[1]
+    session._verify_ms.update({b: one * b for b in range(1, 10)})
+    session._draft_ms["draft"] = 10 * one
+    out = _run(session, "forest", 12)
+    assert out.per_source["draft"]["drafted"] == 0
+    assert out.per_source["draft"]["idle_reason"] == PASSED_OVER["no_gain"]
 
 
 def _dd_picks_the_draft_model(s: Session) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +18,7 @@ import httpx
 import openai
 
 from app.models.packaged import ensure_quantized
-from app.policy.source_memory import MEMORY_FILE
+from app.policy.source_memory import MEMORY_FILE, WRITE_INTERVAL_S
 from app.speculative.adaptive import WARMUP_PULLS
 from tests.server.helpers import dynadraft_serve
 
@@ -44,10 +45,18 @@ def _serve(model: Path) -> Iterator[tuple[openai.OpenAI, str]]:
         yield client, base
 
 
+_last_reply = [0.0]
+
+
 def _chat(client: openai.OpenAI, extra: dict[str, Any] = POOL, messages: list[dict[str, str]] = COPY) -> dict[str, Any]:
+    # The memory file is written at a request's end at most once per WRITE_INTERVAL_S: a request that ends sooner
+    # after the last write leaves its learning for the next write (CI, on a quiet machine: a KeyError reading it).
+    # Starting each request that long after the last reply makes every request's end a write the test can read.
+    time.sleep(max(0.0, _last_reply[0] + WRITE_INTERVAL_S + 0.05 - time.monotonic()))
     resp = client.chat.completions.create(
         model=client.model, messages=messages, max_tokens=48, temperature=0, extra_body=extra
     )  # type: ignore[arg-type]
+    _last_reply[0] = time.monotonic()
     out = resp.model_dump()
     assert out["choices"][0]["message"]["content"]
     return out["per_source"]

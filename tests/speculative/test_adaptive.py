@@ -183,6 +183,7 @@ def test_a_source_that_cannot_pay_even_when_always_right_is_not_tried() -> None:
             else:
                 pool.observe(name, k, 0, 1, 0.3 * k, verify[k + 1])
     assert cpu.shares()["draft"] == 0
+    assert cpu.passed_over == {"draft": "no_gain"}  # and it says why (per_source's idle_reason)
     assert gpu.shares()["draft"] >= 3  # its warm-up, then probes
 
 
