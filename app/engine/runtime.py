@@ -83,8 +83,8 @@ class Runtime(Protocol):
     `policy` is Dynamic Draft for this runtime and `reload_policy()` re-reads its table (returns a status line, also
     kept in `dd_status`); `status()` is one line saying which runtime this is and what it honours; `model_meta()`
     what it knows of the model (its context window above all); `tokenizer()` the model's tokenizer, for any thread;
-    `render_prompt` a chat request's messages through the model's template, also for any thread (it reads the
-    template, never a context).
+    `render_prompt` a chat request's messages through the model's template, and `templated` format_prompt's tokens
+    with their text, also for any thread (they read the template and vocabulary, never a context).
     """
 
     config: EngineConfig

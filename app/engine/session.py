@@ -696,12 +696,12 @@ class Session:
             yield from self._step(run)
 
         if run.pool is not None:
-            for name, ms in run.pool.priced_out.items():
+            # never silently unused: each source the pool never tried says why (one reason each: the two are disjoint)
+            untried = {name: catch_up_reason(ms) for name, ms in run.pool.priced_out.items()}
+            untried |= {name: PASSED_OVER[why] for name, why in run.pool.passed_over.items()}
+            for name, why in untried.items():
                 if not run.pool.arms[name].drafted_yet:
-                    run.idle_reasons.setdefault(name, catch_up_reason(ms))
-            for name, why in run.pool.passed_over.items():  # never silently unused: each untried source says why
-                if not run.pool.arms[name].drafted_yet:
-                    run.idle_reasons.setdefault(name, PASSED_OVER[why])
+                    run.idle_reasons.setdefault(name, why)
         tail = run.stream.flush()
         if tail or run.logprobs_pending:
             yield TextEvent(tail, 0, 0, tuple(run.logprobs_pending))

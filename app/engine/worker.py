@@ -142,6 +142,7 @@ class Engine:
         self._meta: ModelMeta | None = None
         self._tokenizer: Tokenizer | None = None
         self._render: Callable[[GenerationRequest], str] | None = None
+        self._templated: Callable[[GenerationRequest], tuple[list[int], str]] | None = None
         self._busy = threading.Event()
         self._ids = itertools.count(1)
         self.on_event = on_event  # optional tap (e.g. live graphs); called on the engine thread, keep it cheap
@@ -202,6 +203,12 @@ class Engine:
         """The model's chat template over a request's messages, for any thread (Runtime says why); read at load."""
         return self._loaded(self._render)
 
+    @property
+    def templated(self) -> Callable[[GenerationRequest], tuple[list[int], str]]:
+        """A request's prompt tokens exactly as the runtime will see them, and their text, for any thread (it reads
+        the template and vocabulary, never a context, as render_prompt does); read at load."""
+        return self._loaded(self._templated)
+
     def _loaded(self, value: T | None) -> T:
         """A value read at load; before it exists, why not (loading, failed, or closed)."""
         if value is None:
@@ -257,6 +264,7 @@ class Engine:
             self._meta = self._session.model_meta()
             self._tokenizer = self._session.tokenizer()
             self._render = self._session.render_prompt
+            self._templated = self._session.templated
         except BaseException as e:  # reported through wait_ready
             self._load_error = e
             self._ready.set()

@@ -7,7 +7,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 
-from app.engine.session import adds_bos
 from app.engine.types import EngineError, GenerationRequest
 from app.server.body import parse_body
 from app.server.errors import from_engine_error
@@ -23,16 +22,13 @@ class ApplyTemplateBody(ChatCompletionRequest):
 
 
 async def count_prompt_tokens(state: ServerState, gen: GenerationRequest) -> int:
-    """A chat request's prompt tokens as the engine would see them (template, tools, the BOS rule), counted off the
-    engine thread: clients ask before they send (Anthropic's count_tokens, OpenAI's input_tokens) and must not wait
-    behind a running generation."""
-    engine = state.engine
+    """A chat request's prompt tokens, exactly those the runtime will see, counted off the engine thread: clients
+    ask before they send (Anthropic's count_tokens, OpenAI's input_tokens) and must not wait behind a generation."""
     try:
-        text = await asyncio.to_thread(engine.render_prompt, gen)
-        bos = engine.model_meta.bos_token
-        return len(await asyncio.to_thread(engine.tokenizer.tokenize, text, adds_bos(text, True, bos), True))
+        tokens, _ = await asyncio.to_thread(state.engine.templated, gen)
     except EngineError as e:
         raise from_engine_error(e) from None
+    return len(tokens)
 
 
 def install(app: FastAPI, state: ServerState) -> None:
