@@ -227,7 +227,8 @@ def replay_controlled(
         verify = dev.target(drafted + 1, depth_kv) + dev.overhead + dev.row * (drafted + 1)
         total = step_ms(step, depth_kv, dev)
         if pool is not None:
-            pool.observe(name, drafted, accepted, accepted + 1, total - verify, verify)
+            peeked = (plen, lmatch) if name == "lookup" else None  # as Session._observe scores its own peek
+            pool.observe(name, drafted, accepted, accepted + 1, total - verify, verify, peeked=peeked)
             if plen and name != "lookup":  # the engine scores the peeked proposal against the committed tokens
                 pool.observe_shadow("lookup", plen, lmatch, accepted + 1)
         elif step[3] > 2:  # a catch-up's ms are one-off work, not a cost (the engine: a request's first verify)

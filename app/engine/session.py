@@ -256,6 +256,12 @@ PASSED_OVER = {
 }
 
 
+def _matched(proposal: list[int], committed: list[int]) -> int:
+    """How many leading tokens of a peeked proposal equal the tokens the step committed."""
+    n = min(len(proposal), len(committed))
+    return next((i for i in range(n) if proposal[i] != committed[i]), n)
+
+
 def catch_up_reason(ms: float) -> str:
     """Why the pool never tried a source whose catch-up (prefilling what it had not seen) cost `ms`."""
     return f"not tried: prefilling the text it had not seen (~{ms:.0f} ms) would not pay back within max_tokens"
@@ -793,7 +799,7 @@ class Session:
             offers = {n: len(p.tokens) for n, p in peeks.items()}
             name, k = run.pool.choose(available, offers, self._catch_up(run, history, available), run.remaining)
             run.arm = name
-            run.peeks = {n: list(p.tokens) for n, p in peeks.items() if n != name}
+            run.peeks = {n: list(p.tokens) for n, p in peeks.items()}  # the chosen one is scored past its draft
             if name == registry.NONE:
                 return None, 0, None
             return self.sources.get(name), k, peeks.get(name)
@@ -1012,18 +1018,19 @@ class Session:
     ) -> None:
         """Count the step and feed what it cost and accepted to telemetry and to the pool / adaptive depth / cost
         stop; `cost_sample` False keeps a step with one-off work out of the cost models (not out of rewards). Score
-        the pool's peeked proposals that did not run against what the target committed."""
+        the pool's peeked proposals against what the target committed: those that did not run in the shadow, the one
+        that ran past its draft (SourcePool.observe's `peeked`)."""
         n = len(draft.tokens)
         run.steps += 1
         run.draft_n += n
         run.draft_accepted += a
         self.stats.observe_step(draft.source_name, n, a, draft.draft_ms, verify_ms)
         if run.pool is not None:
-            run.pool.observe(run.arm, n, a, a + 1, draft.draft_ms, verify_ms, draft.declined, cost_sample)
-            for name, tokens in run.peeks.items():
-                n_same = min(len(tokens), len(committed))
-                matched = next((i for i in range(n_same) if tokens[i] != committed[i]), n_same)
-                run.pool.observe_shadow(name, len(tokens), matched, len(committed))
+            scored = {name: (len(tokens), _matched(tokens, committed)) for name, tokens in run.peeks.items()}
+            own = scored.pop(run.arm, None)
+            run.pool.observe(run.arm, n, a, a + 1, draft.draft_ms, verify_ms, draft.declined, cost_sample, own)
+            for name, (proposed, matched) in scored.items():
+                run.pool.observe_shadow(name, proposed, matched, len(committed))
             run.peeks = {}
         elif run.adaptive is not None:
             run.adaptive.observe(n, a, draft.draft_ms, verify_ms, draft.declined, cost_sample)

@@ -20,8 +20,9 @@ it did not run (its proposal is compared with the tokens the target committed), 
 even while another source runs: it takes over as soon as the reply starts copying, and hands back when copying
 stops. A source that cannot be shadow-scored (the draft model would have to decode to be scored) is probed now and
 then when it is not chosen, so a bad start is not believed forever. A draft model that has not seen the prompt (or
-the reply so far) must prefill it before its first draft: the pool counts that catch-up against the tokens still
-wanted, so a short reply does not pay half a second to try a source that gains a few ms per token.
+the reply so far) must prefill it before its first draft: the pool counts that catch-up against its share of the
+tokens still wanted, so a short reply, or one prompt lookup is carrying, does not pay half a second to try a source
+that gains a few ms per token.
 """
 
 from __future__ import annotations
@@ -122,13 +123,18 @@ class AcceptanceModel:
 
     def observe(self, drafted: int, accepted: int) -> None:
         # Positions up to the first rejection were tested: accepted ones count 1, the rejected one 0.
-        for i in range(min(drafted, accepted + 1, MAX_POSITIONS)):
-            hit = 1.0 if i < accepted else 0.0
-            if not self.seen[i]:
-                # Start an untested position from its neighbour's estimate, not the prior (see rate()).
-                self.rates[i] = self.rate(i)
-                self.seen[i] = True
-            self.rates[i] += EMA_ALPHA * (hit - self.rates[i])
+        for i in range(min(drafted, accepted + 1)):
+            self.observe_at(i, i < accepted)
+
+    def observe_at(self, i: int, hit: bool) -> None:
+        """One tested position i (every earlier one accepted): hit, or rejected."""
+        if i >= MAX_POSITIONS:
+            return
+        if not self.seen[i]:
+            # Start an untested position from its neighbour's estimate, not the prior (see rate()).
+            self.rates[i] = self.rate(i)
+            self.seen[i] = True
+        self.rates[i] += EMA_ALPHA * ((1.0 if hit else 0.0) - self.rates[i])
 
     def observe_declined(self, drafted: int, accepted: int, declined: int) -> None:
         """A draft the cost stop cut short: its drafted positions are learnt as usual, the `declined` ones after them
@@ -290,6 +296,7 @@ class SourcePool:
         # source the request never tried says why instead of being silently absent (app.engine.session).
         self.passed_over: dict[str, str] = {}
         self._remaining: int | None = None
+        self._emitted: dict[str, int] = {}  # tokens each arm's steps committed in this request (see _amortised)
 
     def choose(
         self,
@@ -370,13 +377,26 @@ class SourcePool:
 
     def _amortised(self, name: str, rate: float) -> float:
         """`name`'s tokens per ms over the rest of the request once its catch-up is paid: R tokens at `rate` plus the
-        one-off ms. R is an upper bound (a reply may end sooner), so this never refuses a source that the whole
-        budget of tokens would pay back."""
+        one-off ms. R is the tokens still wanted (an upper bound: a reply may end sooner) times the share `name` can
+        expect to carry (_share), so this never refuses a source that its share of the budget would pay back."""
         c = self._catch_up.get(name, 0.0)
         if c <= 0.0 or self._remaining is None or rate <= 0.0 or not self._decode_measured():
             return rate
-        r = max(self._remaining, 1)
+        r = max(self._remaining * self._share(name), 1.0)
         return r / (r / rate + c)
+
+    def _share(self, name: str) -> float:
+        """The share of the rest of the reply `name` can expect to carry: the tokens of this request not already
+        taken by another drafting source that needed no catch-up (+1 on both sides, so a request's first step
+        expects it all). Why: a catch-up is paid once, and a draft model that only fills the gaps between prompt
+        lookup's copies carries a few tokens of the reply, not all of it; counted against the whole budget, it
+        prefilled a 2k prompt for a handful of drafts on copy edits (SIMULATED on the H200 curves:
+        bench/results/2026-12-03-catch-up-share.md)."""
+        seen = sum(self._emitted.values())
+        taken = sum(
+            n for other, n in self._emitted.items() if other not in (name, "none") and self._catch_up.get(other, 0) <= 0
+        )
+        return (seen - taken + 1) / (seen + 1)
 
     def _probe_affordable(self, name: str) -> bool:
         """A probe tests a stale estimate at the price of one step, which is cheap, unless the source must catch up
@@ -432,9 +452,12 @@ class SourcePool:
         verify_ms: float,
         declined: int = 0,
         cost_sample: bool = True,
+        peeked: tuple[int, int] | None = None,
     ) -> None:
         """Learn from one step (see AdaptiveLength.observe for `declined` and `cost_sample`); the arm's reward
-        takes every step, one-off costs included: they were paid."""
+        takes every step, one-off costs included: they were paid. `peeked`: (proposed, matched) of the source's
+        whole peeked proposal against the committed tokens, when it peeked (prompt lookup), of which it drafted
+        the first `drafted`."""
         arm = self.arms[source]
         if self.step_cost is not None:
             draft_ms = self.step_cost(source, drafted) - self.step_cost("none", 0) if drafted else 0.0
@@ -445,10 +468,17 @@ class SourcePool:
         if drafted:
             arm.drafted_yet = True
         arm.length.observe(drafted, accepted, draft_ms, verify_ms, declined, cost_sample)
+        if peeked is not None and drafted and accepted == drafted and peeked[0] > drafted:
+            # The target's own token after a wholly accepted draft tests the proposal's next position for free.
+            # Without it a peeked source's deeper positions were tested only while another source ran, so a length
+            # that settled short stayed short: prompt lookup drafted 3 of a 16-token copy at every step on copy
+            # edits, where lookup alone drafted 8 (SIMULATED, bench/results/2026-12-03-catch-up-share.md).
+            arm.length.acceptance.observe_at(drafted, peeked[1] > drafted)
         rate = emitted / max(draft_ms + verify_ms, 1e-6)
         arm.reward = rate if arm.pulls == 0 else arm.reward + EMA_ALPHA * (rate - arm.reward)
         arm.pulls += 1
         arm.idle_steps = 0
+        self._emitted[source] = self._emitted.get(source, 0) + emitted
 
     def observe_shadow(self, source: str, proposed: int, matched: int, committed: int) -> None:
         """Score a source that peeked but did not run: of its `proposed` tokens, the first `matched` equal the

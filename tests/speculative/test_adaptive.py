@@ -298,3 +298,60 @@ def test_a_probe_needing_a_catch_up_costs_at_most_its_budget() -> None:
     budget = PROBE_BUDGET * 1000 * GPU_VERIFY[1]  # ms of plain decoding the probe may cost over 1,000 tokens
     assert probes(0.9 * budget, 1000) >= 2
     assert probes(1.1 * budget, 1000) == 0
+
+
+def _known_pool() -> SourcePool:
+    """A draft model and prompt lookup both known from earlier requests (no warm-ups left), plain decoding timed."""
+    from app.speculative.memory import ArmMemory, warm_start_pool
+
+    pool = SourcePool(["draft", "lookup"], 0, 8, verify_ms=dict(GPU_VERIFY), draft_ms={"draft": 0.3})
+    warm_start_pool(
+        pool,
+        {
+            "draft": ArmMemory(reward=0.5, pulls=3.0, acceptance=[0.9] * 8, draft_ms_per_token=0.3, requests=3),
+            "lookup": ArmMemory(reward=0.9, pulls=3.0, acceptance=[0.99] * 8, draft_ms_per_token=0.01, requests=3),
+            "none": ArmMemory(reward=0.3, pulls=3.0, requests=3),
+        },
+    )
+    pool.observe("none", 0, 0, 1, 0.0, GPU_VERIFY[1])
+    return pool
+
+
+def test_a_catch_up_is_weighed_against_the_share_of_the_reply_the_source_can_expect_to_carry() -> None:
+    """The draft model must first prefill 100 ms of prompt. Over the 200 tokens still wanted it would pay that back,
+    but once prompt lookup has carried the reply's tokens so far, the draft can expect only the gaps between copies:
+    on a step lookup has nothing to offer, plain decoding runs and the pool says the catch-up kept the draft out."""
+    fresh = _known_pool()
+    assert fresh.choose({"draft"}, None, {"draft": 100.0}, 200)[0] == "draft"
+
+    copied = _known_pool()
+    for i in range(5):
+        name, k = copied.choose({"draft", "lookup"}, {"lookup": 8}, {"draft": 100.0}, 200 - 9 * i)
+        assert name == "lookup"
+        copied.observe(name, k, k, k + 1, 0.01, GPU_VERIFY[k + 1], peeked=(8, 8))
+    assert copied.choose({"draft"}, None, {"draft": 100.0}, 155)[0] == "none"
+    assert copied.priced_out == {"draft": 100.0}
+    assert copied.choose({"draft"}, None, {"draft": 0.0}, 155)[0] == "draft"  # caught up: no share to weigh
+
+
+def test_a_wholly_accepted_peeked_draft_tests_the_proposals_next_position() -> None:
+    """Prompt lookup offers 16 tokens of a copy on every step and all of them are right, but its position 3 starts
+    out believed bad (a remembered miss). Its own drafts of 3 never test that position; the target's token after
+    each wholly accepted draft does (the proposal's fourth token against it), so the length grows to the cap."""
+
+    def lengths(peek: bool) -> list[int]:
+        pool = SourcePool(["lookup"], 0, 8, verify_ms=dict(GPU_VERIFY))
+        acc = pool.arms["lookup"].length.acceptance
+        acc.rates[:4], acc.seen[:4] = [1.0, 1.0, 1.0, 0.05], [True] * 4
+        out = []
+        for _ in range(60):
+            name, k = pool.choose({"lookup"}, {"lookup": 16})
+            if name == "none":
+                pool.observe("none", 0, 0, 1, 0.0, GPU_VERIFY[1], peeked=None)
+                continue
+            out.append(k)
+            pool.observe(name, k, k, k + 1, 0.01, GPU_VERIFY[k + 1], peeked=(16, 16) if peek else None)
+        return out
+
+    assert set(lengths(peek=False)) == {3}
+    assert lengths(peek=True)[-10:] == [8] * 10
