@@ -69,6 +69,29 @@ def _add_profile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flash-attn", choices=FLASH_ATTN_MODES, help=FLASH_ATTN_HELP)
 
 
+def _budget(value: str) -> int:
+    n = int(value)
+    if n < -1:
+        raise argparse.ArgumentTypeError(f"must be -1 (unrestricted), 0 or more, got {n}")
+    return n
+
+
+def _add_reasoning_budget(p: argparse.ArgumentParser) -> None:
+    """llama.cpp's reasoning-budget flags (the same names and meanings as llama-server's and llama-cli's)."""
+    p.add_argument(
+        "--reasoning-budget",
+        type=_budget,
+        metavar="N",
+        help="token budget for thinking: -1 for unrestricted, 0 for immediate end, N>0 for a budget (default: -1); "
+        "a request's reasoning_budget_tokens wins (bundled runtime only)",
+    )
+    p.add_argument(
+        "--reasoning-budget-message",
+        metavar="MESSAGE",
+        help="text committed before the closing </think> when the budget runs out (default: none)",
+    )
+
+
 COST_STOP_HELP = (
     "stop each draft where one more token no longer pays: by this device's measured verify and draft costs instead of "
     "a fixed p_min (bundled runtime only)"
@@ -111,6 +134,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-p", type=float, default=0.05, help="0: off (default 0.05)")
     p.add_argument("--seed", type=int, metavar="S")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    _add_reasoning_budget(p)
     _add_profile(p)
     _add_server_binary(p)
     p.add_argument("--no-dd", action="store_true", help="switch Dynamic Draft off for this run")
@@ -156,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
     p.add_argument("--chat-template-file", metavar="FILE", help="a Jinja chat template instead of the model's own")
+    _add_reasoning_budget(p)
     p.add_argument(
         "--cost-stop",
         action="store_true",

@@ -157,6 +157,11 @@ def engine_error(e: ServerHTTPError) -> EngineError:
     return EngineError(f"llama-server: {e.server_message or e}")
 
 
+# The server's own budget acts on its chat route, where it knows the template's thinking tags; this runtime sends
+# it token prompts (/completion), where it would not apply.
+NO_BUDGET = "--reasoning-budget: a reasoning budget needs the bundled runtime"
+
+
 class ExternalSession:
     """One model (and draft) on a managed llama-server. Not thread-safe: one engine thread drives it, like Session.
 
@@ -168,6 +173,8 @@ class ExternalSession:
     def __init__(self, config: EngineConfig, server: ExternalServer | None = None) -> None:
         if config.server_binary is None and server is None:
             raise EngineError("ExternalSession needs EngineConfig.server_binary (the llama-server to run)")
+        if config.reasoning_budget >= 0:
+            raise EngineError(NO_BUDGET)
         self.config = config
         self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), config.draft is not None)
         self.base_settings = start_settings(config, self._caps)  # what the server starts with when no table applies
@@ -307,6 +314,7 @@ class ExternalSession:
         wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
         wanted["chat_template_kwargs"] = bool(request.template_kwargs)
         wanted["infill"] = request.infill is not None  # fill-in-the-middle: the server's /infill, not used here
+        wanted["reasoning_budget_tokens"] = request.reasoning_budget is not None and request.reasoning_budget >= 0
         if any(wanted.values()):
             names = ", ".join(k for k, v in wanted.items() if v)
             raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")

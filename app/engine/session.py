@@ -25,6 +25,7 @@ from app.engine.profile import (
     profile_from_args,
     recalibrate_command,
 )
+from app.engine.reasoning_budget import ReasoningBudget, build_budget
 from app.engine.runtime import Capabilities, ModelMeta
 from app.engine.types import (
     DoneEvent,
@@ -103,6 +104,10 @@ class EngineConfig:
     # Remember per content class how each draft source did, beside the calibration tables, and warm-start each
     # request's pool / adaptive length from it (app/engine/memory.py).
     source_memory: bool = True
+    # The reasoning budget a request gets when it gives none (llama-server's --reasoning-budget; -1: no limit) and
+    # the message committed before a forced closing tag (--reasoning-budget-message).
+    reasoning_budget: int = -1
+    reasoning_budget_message: str = ""
 
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
@@ -114,6 +119,7 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
     """The EngineConfig the CLI's shared flags describe (--model, --draft, --server-binary and the engine profile:
     --ctx-size, --batch-size, --threads, --gpu-layers, --flash-attn, resolved by `resolve_profile`, so every
     subcommand gets the same defaults); `extra` sets the rest."""
+    budget = getattr(args, "reasoning_budget", None)
     return config_with_profile(
         args.model,
         getattr(args, "draft", None),
@@ -121,6 +127,8 @@ def config_from_args(args: Any, **extra: Any) -> EngineConfig:
         server_binary=getattr(args, "server_binary", None),
         chat_template=_read_text(getattr(args, "chat_template_file", None)),
         cache_ram_mib=getattr(args, "cache_ram", None),
+        reasoning_budget=-1 if budget is None else budget,
+        reasoning_budget_message=getattr(args, "reasoning_budget_message", None) or "",
         **extra,
     )
 
@@ -235,6 +243,8 @@ class _Run:
     # Pool sources with their own KV cache (a draft model): how many leading tokens of the history it holds, read once
     # per request and then followed step by step; the rest is the catch-up its next draft pays (see SourcePool).
     kv_held: dict[str, int] = field(default_factory=dict)
+    budget: ReasoningBudget | None = None  # the request's reasoning budget (app.engine.reasoning_budget)
+    forced: list[int] = field(default_factory=list)  # its forced end, committed by the next step (_forced_step)
 
     @property
     def remaining(self) -> int:
@@ -638,6 +648,13 @@ class Session:
             stream=TextStream(request.stop),
             grammar=grammar,
         )
+        budget = self.config.reasoning_budget if request.reasoning_budget is None else request.reasoning_budget
+        if budget >= 0:
+            vocab = self.model.vocab
+            message = request.reasoning_budget_message or self.config.reasoning_budget_message
+            prompt_end = b"".join(vocab.piece(t, special=True) for t in prompt[-16:])
+            tokenize = lambda text: vocab.tokenize(text, False, True)  # noqa: E731
+            run.budget = build_budget(budget, message, prompt_end, tokenize)
         if settings.source == registry.POOL:
             arms = registry.pool_arms(self.sources)
             run.pool = SourcePool(
@@ -678,7 +695,7 @@ class Session:
             self.ctx.clear()
             raise EngineError(f"prompt processing failed: {e}") from e
         if prefilled:
-            token = self._sample(self.ctx.logits(-1), run, prompt)
+            token = self._first_token(run, prompt)
             if request.collect_margins:
                 run.margins.append(top2_margin(self.ctx.logits(-1)))
             lps = self._logprobs(run, [token], [-1])
@@ -735,6 +752,7 @@ class Session:
                 text=run.stream.text,
                 tokens=tuple(run.generated),
                 stopping_word=run.stream.stopped_by,
+                reasoning=run.budget.report() if run.budget is not None else None,
                 finish_reason=run.finish or "stop",  # type: ignore[arg-type]
                 timings=timings,
                 steps=run.steps,
@@ -750,6 +768,82 @@ class Session:
                 logprobs=tuple(run.logprobs),
                 cache=self.cache.snapshot(),
             )
+        )
+
+    def _first_token(self, run: _Run, prompt: list[int]) -> int:
+        """The reply's first token, from the prompt's logits; a budget of 0 in a block the prompt opened starts the
+        forced end right here instead (the rest of it is the next step's)."""
+        if run.budget is not None and run.budget.due():
+            forced = self._forced_end(run)
+            if forced:
+                run.forced = forced[1:]
+                return forced[0]
+        token = self._sample(self.ctx.logits(-1), run, prompt)
+        self._within_budget(run, [token])
+        return token
+
+    def _within_budget(self, run: _Run, tokens: list[int]) -> int:
+        """How many of a step's tokens the reasoning budget lets stay; once it is spent, the forced end is queued for
+        the next step."""
+        if run.budget is None:
+            return len(tokens)
+        piece = self.model.vocab.piece
+        keep = run.budget.admit([piece(t, special=True) for t in tokens])
+        if run.budget.due():
+            run.forced = self._forced_end(run)
+        return keep
+
+    def _forced_end(self, run: _Run) -> list[int]:
+        """The budget's forced end, unless the request's grammar would refuse it (then the block is left to end
+        by itself, and the report says so)."""
+        assert run.budget is not None
+        forced = list(run.budget.force())
+        if run.grammar is not None:
+            probe = run.grammar.clone()
+            try:
+                for t in forced:
+                    probe.accept(t)
+            except GrammarError:
+                run.budget.grammar_refused = True
+                return []
+            finally:
+                probe.close()
+        return forced
+
+    def _forced_step(self, run: _Run) -> Iterator[Event]:
+        """Commit the reasoning budget's forced end (message and closing tag) in one target decode, like a draft
+        accepted by rule, then the target's own next token after it."""
+        ctx = self.ctx
+        history = run.prompt + run.generated
+        room = max(0, min(ctx.n_ctx - len(history) - 1, ctx.n_batch - 1))
+        forced, run.forced = run.forced[:room], []
+        if not forced:
+            run.finish = "length"
+            return
+        n_before = len(run.generated)
+        t0 = time.perf_counter()
+        try:
+            ctx.decode([history[-1], *forced], logits_from=0)
+        except LlamaError as e:
+            raise EngineError(f"decode failed: {e}") from e
+        if run.grammar is not None:
+            for t in forced:  # admitted: _forced_end checked them on a copy
+                run.grammar.accept(t)
+        committed = [*forced, self._sample(ctx.logits(len(forced)), run, history + forced)]
+        lps = self._logprobs(run, committed, range(len(committed)))
+        verify_ms = (time.perf_counter() - t0) * 1000.0
+        yield from self._emit(run, committed, n_drafted=0, lps=lps)
+        yield StepEvent(
+            index=run.steps,
+            source="none",
+            depth=0,
+            drafted=0,
+            accepted=0,
+            emitted=len(run.generated) - n_before,
+            draft_ms=0.0,
+            verify_ms=round(verify_ms, 3),
+            t=time.perf_counter(),
+            n_generated=len(run.generated),
         )
 
     def _sample(self, logits: np.ndarray, run: _Run, history: Sequence[int]) -> int:
@@ -863,6 +957,9 @@ class Session:
     def _step(self, run: _Run) -> Iterator[Event]:
         """One speculative step: draft, verify [last] + draft in one target decode, restore after a rejection,
         then emit the accepted tokens plus the target's own next one and let the step's observers learn from it."""
+        if run.forced:
+            yield from self._forced_step(run)
+            return
         history = run.prompt + run.generated  # the last token is committed but not yet in the KV cache
         n_kv = len(self.ctx.tokens)  # == len(history) - 1
         draft = self._draft(run, history)
@@ -870,21 +967,25 @@ class Session:
         t0 = time.perf_counter()
         verdict = self._verify(run, history, draft)
         a = verdict.n_accepted
-        if a < len(draft.tokens):
-            self._restore_after_rejection(history, draft, a, n_kv, checkpoint)
+        committed = [*draft.tokens[:a], verdict.next_token]
+        # A spent reasoning budget keeps only the tokens before its forced end: the last one kept is then committed
+        # but not in the KV, as the target's own token is after a rejection.
+        keep = self._within_budget(run, committed)
+        kept = a if keep == len(committed) else keep - 1
+        if kept < len(draft.tokens):
+            self._restore_after_rejection(history, draft, kept, n_kv, checkpoint)
         verify_ms = (time.perf_counter() - t0) * 1000.0
         if draft.src is not None:
-            draft.src.rollback(n_kv + 1 + a)
+            draft.src.rollback(n_kv + 1 + kept)
             if draft.depth > 0 and draft.src.name in run.kv_held:  # it proposed: its KV now holds what was committed
-                run.kv_held[draft.src.name] = n_kv + 1 + a
+                run.kv_held[draft.src.name] = n_kv + 1 + kept
         n_before = len(run.generated)
-        committed = [*draft.tokens[:a], verdict.next_token]
         rows = len(draft.tokens) + 1
         cost_sample = run.verify_warm and rows in self._decoded_batches  # see _decoded_batches
         self._decoded_batches.add(rows)
         run.verify_warm = True
-        self._observe(run, draft, a, verify_ms, committed, cost_sample)
-        yield from self._emit(run, committed, n_drafted=a, lps=run.step_logprobs)
+        self._observe(run, draft, a, verify_ms, committed, cost_sample)  # what the verify found, cut or not
+        yield from self._emit(run, committed[:keep], n_drafted=min(a, keep), lps=run.step_logprobs)
         yield StepEvent(
             index=run.steps,
             source=draft.source_name,

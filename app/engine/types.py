@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from app.engine.reasoning_budget import MAX_MESSAGE_CHARS
 from app.runtime.sampling import SamplingParams
 from app.speculative.settings import SpecSettings
 
@@ -98,6 +99,11 @@ class GenerationRequest:
     # do. The app's chats use "drop_oldest"; the HTTP API keeps OpenAI's "error".
     context_overflow: Literal["error", "drop_oldest"] = "error"
     infill: Infill | None = None
+    # Tokens the reply may spend inside its <think> block before the engine ends it (llama-server's
+    # reasoning_budget_tokens; None or -1: no limit, 0: end it as soon as it opens), and the text it then commits
+    # before the closing tag (app.engine.reasoning_budget).
+    reasoning_budget: int | None = None
+    reasoning_budget_message: str = ""
 
     def __post_init__(self) -> None:
         if sum(x is not None for x in (self.messages, self.prompt, self.infill)) != 1:
@@ -120,6 +126,10 @@ class GenerationRequest:
             raise InvalidRequest(f"logprobs: the number of alternatives must be in [0, {MAX_TOP_LOGPROBS}]")
         if len(self.stop) > 8 or any(not s for s in self.stop):
             raise InvalidRequest("stop: at most 8 non-empty strings")
+        if self.reasoning_budget is not None and self.reasoning_budget < -1:
+            raise InvalidRequest("reasoning_budget_tokens must be -1 (no limit), 0 or more")
+        if len(self.reasoning_budget_message) > MAX_MESSAGE_CHARS:
+            raise InvalidRequest(f"reasoning_budget_message: at most {MAX_MESSAGE_CHARS} characters")
 
     def to_context_end(self) -> GenerationRequest:
         """This request without a token limit: as many tokens as the context window leaves after the prompt."""
@@ -202,6 +212,7 @@ class GenerationSummary:
     source_memory: dict[str, Any] | None = None  # the warm start used (app/engine/memory.WarmStart.to_dict)
     dropped_messages: int = 0  # oldest messages left out to fit the context window (context_overflow)
     stopping_word: str = ""  # the stop string that ended it (finish_reason "stop"), "" for an end token or none
+    reasoning: dict[str, Any] | None = None  # with a reasoning budget: ReasoningBudget.report()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -219,6 +230,7 @@ class GenerationSummary:
             "source_memory": self.source_memory,
             "dropped_messages": self.dropped_messages,
             "stopping_word": self.stopping_word,
+            "reasoning": self.reasoning,
         }
 
 

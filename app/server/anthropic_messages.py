@@ -249,9 +249,8 @@ def _tool_choice(choice: ToolChoiceIn | None) -> Literal["none", "auto", "requir
 
 
 def _template_kwargs(req: MessagesRequest) -> dict[str, Any] | None:
-    """Anthropic's `thinking` as the chat template variable reasoning models read (Qwen3's enable_thinking).
-
-    budget_tokens is not enforced: max_tokens bounds the thinking and the answer together (README says so)."""
+    """Anthropic's `thinking` as the chat template variable reasoning models read (Qwen3's enable_thinking); its
+    budget_tokens is the reasoning budget (to_chat)."""
     kwargs = dict(req.chat_template_kwargs or {})
     if req.thinking is not None and req.thinking.type in ("enabled", "disabled"):
         kwargs.setdefault("enable_thinking", req.thinking.type == "enabled")
@@ -287,6 +286,9 @@ def to_chat(req: MessagesRequest) -> ChatCompletionRequest:
         chat_template_kwargs=_template_kwargs(req),
         response_format=_response_format(req.output_config),
         speculative=req.speculative,
+        reasoning_budget_tokens=req.thinking.budget_tokens
+        if req.thinking is not None and req.thinking.type == "enabled"
+        else None,
     )
 
 

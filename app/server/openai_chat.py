@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from app.engine.reasoning_budget import MAX_MESSAGE_CHARS
 from app.engine.types import MAX_TOP_LOGPROBS, DoneEvent, GenerationRequest, GenerationSummary, TokenLogprob
 from app.server import tools as tool_syntax
 from app.server.body import parse_body
@@ -112,7 +113,24 @@ def chat_to_generation(
         tools=tools,
         template_kwargs=req.chat_template_kwargs,
         echo_open_think=options.think,
+        **_reasoning_budget(req),
     )
+
+
+def _reasoning_budget(req: ChatCompletionRequest) -> dict[str, Any]:
+    """llama-server's reasoning-budget fields as the engine request's (reasoning_budget_tokens first, then its
+    other name thinking_budget_tokens); absent, the server's --reasoning-budget applies."""
+    name = "reasoning_budget_tokens" if req.reasoning_budget_tokens is not None else "thinking_budget_tokens"
+    budget = getattr(req, name)
+    if budget is not None and budget < -1:
+        raise ApiError(
+            400, f"{name} must be -1 (no limit), 0 or more, got {budget}", code="invalid_request", param=name
+        )
+    message = req.reasoning_budget_message or ""
+    if len(message) > MAX_MESSAGE_CHARS:
+        msg = f"reasoning_budget_message: at most {MAX_MESSAGE_CHARS} characters"
+        raise ApiError(400, msg, code="invalid_request", param="reasoning_budget_message")
+    return {"reasoning_budget": budget, "reasoning_budget_message": message}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from app.server.errors import ApiError
 from app.server.schemas import (
     ChatCompletionRequest,
     CompletionRequest,
+    CompletionTokensDetails,
     PromptTokensDetails,
     SpeculativeOptions,
     Usage,
@@ -143,6 +144,9 @@ def usage(summary: GenerationSummary) -> Usage:
         completion_tokens=completion,
         total_tokens=summary.prompt_tokens + completion,
         prompt_tokens_details=PromptTokensDetails(cached_tokens=summary.timings.cache_n),
+        completion_tokens_details=None
+        if summary.reasoning is None
+        else CompletionTokensDetails(reasoning_tokens=summary.reasoning["reasoning_tokens"]),
     )
 
 
@@ -164,6 +168,7 @@ def response_extras(summary: GenerationSummary) -> dict[str, Any]:
         "timings": summary.timings.to_dict(),
         "dynamic_draft": summary.dynamic_draft,
         "per_source": per_source(summary),
+        **({"reasoning_budget": summary.reasoning} if summary.reasoning is not None else {}),
     }
 
 

@@ -313,6 +313,11 @@ def usage(summary: GenerationSummary) -> dict[str, Any]:
         "input_tokens": summary.prompt_tokens,
         "input_tokens_details": {"cached_tokens": summary.timings.cache_n},
         "output_tokens": out,
+        **(
+            {"output_tokens_details": {"reasoning_tokens": summary.reasoning["reasoning_tokens"]}}
+            if summary.reasoning is not None
+            else {}
+        ),
         "total_tokens": summary.prompt_tokens + out,
     }
 

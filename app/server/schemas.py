@@ -185,6 +185,11 @@ class ChatCompletionRequest(_SamplingFields):
     response_format: ResponseFormat | None = None
     chat_template_kwargs: dict[str, Any] | None = None  # llama.cpp's field: extra chat-template variables
     reasoning_format: Literal["auto", "none", "deepseek"] | None = None  # llama.cpp's: "none" keeps <think> inline
+    # llama-server's reasoning budget: tokens the <think> block may take (-1: no limit, 0: end it at once), under
+    # either of its names, and the text committed before the forced closing tag
+    reasoning_budget_tokens: int | None = None
+    thinking_budget_tokens: int | None = None
+    reasoning_budget_message: str | None = None
 
 
 class CompletionRequest(_SamplingFields):
@@ -224,11 +229,16 @@ class PromptTokensDetails(BaseModel):
     cached_tokens: int = 0
 
 
+class CompletionTokensDetails(BaseModel):
+    reasoning_tokens: int = 0
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails | None = None
+    completion_tokens_details: CompletionTokensDetails | None = None  # with a reasoning budget: its block's tokens
 
 
 class FunctionCallOut(BaseModel):
@@ -290,6 +300,7 @@ class ChatCompletion(BaseModel):
     timings: dict[str, Any] | None = None
     dynamic_draft: dict[str, Any] | None = None
     per_source: dict[str, Any] | None = None  # {"class", "subclass", "sources", "memory"}: openai_common.per_source
+    reasoning_budget: dict[str, Any] | None = None  # with a reasoning budget: its tokens and whether it was forced
 
 
 class ChunkDelta(BaseModel):
@@ -317,6 +328,7 @@ class ChatCompletionChunk(BaseModel):
     timings: dict[str, Any] | None = None
     dynamic_draft: dict[str, Any] | None = None
     per_source: dict[str, Any] | None = None  # {"class", "subclass", "sources", "memory"}: openai_common.per_source
+    reasoning_budget: dict[str, Any] | None = None  # with a reasoning budget: its tokens and whether it was forced
 
 
 class CompletionLogprobs(BaseModel):
@@ -348,3 +360,4 @@ class Completion(BaseModel):
     timings: dict[str, Any] | None = None
     dynamic_draft: dict[str, Any] | None = None
     per_source: dict[str, Any] | None = None  # {"class", "subclass", "sources", "memory"}: openai_common.per_source
+    reasoning_budget: dict[str, Any] | None = None  # with a reasoning budget: its tokens and whether it was forced

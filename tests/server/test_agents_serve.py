@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
@@ -156,3 +157,46 @@ def test_chat_template_kwargs_reach_the_template(thinker: tuple[openai.OpenAI, s
     assert msg.content and not (msg.model_extra or {}).get("reasoning_content")
     thinking = client.chat.completions.create(model=model, messages=ask, max_tokens=1, temperature=0)
     assert resp.usage and thinking.usage and resp.usage.prompt_tokens > thinking.usage.prompt_tokens
+
+
+def test_a_reasoning_budget_ends_the_thinking_and_says_so(thinker: tuple[openai.OpenAI, str]) -> None:
+    """llama-server's reasoning_budget_tokens (and its other name): the block gets N tokens, then the message and
+    the closing tag; usage counts the block's tokens as OpenAI's reasoning_tokens. Anthropic's thinking.budget_tokens
+    is the same budget."""
+    client, model = thinker
+    ask: Any = [{"role": "user", "content": "Is the sea blue?"}]
+    body = {"reasoning_budget_tokens": 5, "reasoning_budget_message": " Enough."}
+    resp = client.chat.completions.create(model=model, messages=ask, max_tokens=30, temperature=0, extra_body=body)
+    msg = resp.choices[0].message
+    reasoning = (msg.model_extra or {}).get("reasoning_content") or ""
+    assert reasoning.endswith("Enough.") and msg.content, msg
+    assert resp.usage and resp.usage.completion_tokens_details
+    assert resp.usage.completion_tokens_details.reasoning_tokens == 5
+    assert (resp.model_extra or {})["reasoning_budget"] == {"budget_tokens": 5, "reasoning_tokens": 5, "forced": True}
+    other = client.chat.completions.create(
+        model=model,
+        messages=ask,
+        max_tokens=30,
+        temperature=0,
+        extra_body={**body, "reasoning_budget_tokens": None, "thinking_budget_tokens": 5},
+    )
+    assert other.choices[0].message.content == msg.content
+
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(
+            model=model, messages=ask, max_tokens=4, extra_body={"reasoning_budget_tokens": -2}
+        )
+    assert bad.value.body["param"] == "reasoning_budget_tokens"  # type: ignore[index]
+
+    base = str(client.base_url).removesuffix("/v1/").removesuffix("/v1")
+    claude = anthropic.Anthropic(base_url=base, api_key=client.api_key or "none")
+    reply = claude.messages.create(
+        model=model,
+        max_tokens=30,
+        messages=ask,
+        thinking={"type": "enabled", "budget_tokens": 5},
+        extra_body={"temperature": 0},
+    )
+    blocks = {b.type: b for b in reply.content}
+    assert blocks["thinking"].thinking.strip() == reasoning.removesuffix(" Enough.").strip()  # type: ignore[union-attr]
+    assert (reply.model_extra or {})["reasoning_budget"]["reasoning_tokens"] == 5
