@@ -23,6 +23,8 @@ Decision reasons (``DecisionRecord.reason``; ``applied`` says whether DD's choic
 
 * ``table_row``: the calibrated range's fastest safe row that clears the noise margin (may be the static setting).
 * ``fallback_static``: a faster row existed in the range but within noise of the best static setting: static runs.
+* ``fallback_plain``: the range's (or class's) prompts ran plain decoding at least as fast as the best static
+  setting, and no faster row beat plain beyond noise: plain runs (app.policy.frontier, "Per-range choice").
 * ``capped``: the caps (depth cap, or no draft model loaded) excluded the table's choice; DD re-selected among the
   measured rows the caps allow (never an unmeasured, clamped setting), with the same rules.
 * ``out_of_range``: the prompt is outside every calibrated range. Below the smallest range: that range's choice
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
 Reason = Literal[
     "table_row",
     "fallback_static",
+    "fallback_plain",
     "override",
     "forced",
     "capped",
@@ -92,6 +95,7 @@ CLASS_BASES: tuple[str, ...] = ("subclass_row", "class_row", "class_fallback", "
 REASONS: tuple[str, ...] = (
     "table_row",
     "fallback_static",
+    "fallback_plain",
     "override",
     "forced",
     "capped",

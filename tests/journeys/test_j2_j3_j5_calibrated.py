@@ -10,7 +10,7 @@ from tests.journeys.conftest import Calibrated
 from tests.journeys.helpers import THREADS, generate_json, served
 
 PROMPT = ("--prompt", "Hi", "--max-tokens", "4", "--temperature", "0")
-APPLIED = ("table_row", "fallback_static", "catch_up")
+APPLIED = ("table_row", "fallback_static", "fallback_plain", "catch_up")
 
 
 def _chat(url: str, **extra: object) -> dict:

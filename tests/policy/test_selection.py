@@ -102,9 +102,9 @@ def test_a_row_measured_once_is_charged_the_ranges_noise_not_zero() -> None:
     # plain. (The context-only rows make lookup the best static, clearly here.)
     context_only = [FrontierRow(0, 513, LOOKUP, 3.5, 0.1, 2, True), FrontierRow(0, 513, PLAIN, 2.99, 0.1, 2, True)]
 
-    def structured(n4: FrontierRow, lookup: FrontierRow) -> DynamicDraftPolicy:
+    def structured(n4: FrontierRow, lookup: FrontierRow, plain: float = 5.35) -> DynamicDraftPolicy:
         rows = [
-            FrontierRow(0, 513, PLAIN, 5.35, 2.33, 2, True, None, "structured"),
+            FrontierRow(0, 513, PLAIN, plain, 2.33, 2, True, None, "structured"),
             n4,
             FrontierRow(0, 513, N2, 3.28, 0.68, 2, True, None, "structured"),
             lookup,
@@ -118,12 +118,22 @@ def test_a_row_measured_once_is_charged_the_ranges_noise_not_zero() -> None:
     assert best_static(policy.table).setting == LOOKUP
     selected, rec = policy.decide(200, None, WIDE, "structured")
     assert selected != N4, "a once-measured slower row beat the measured faster one"
-    assert selected == LOOKUP and rec.reason == "fallback_static" and rec.class_basis == "class_row"
+    # Plain ran these prompts faster than the static setting, so it is their baseline (app.policy.frontier).
+    assert selected == PLAIN and rec.reason == "table_row" and rec.class_basis == "class_row"
+    # n4 once against lookup once, plain slower here: the range's noise (plain's wide spread) still decides.
+    policy = structured(
+        FrontierRow(0, 513, N4, 3.71, 0.0, 1, True, None, "structured"),
+        FrontierRow(0, 513, LOOKUP, 3.12, 0.0, 1, True, None, "structured"),
+        plain=2.9,
+    )
+    selected, rec = policy.decide(200, None, WIDE, "structured")
+    assert selected == LOOKUP and rec.reason == "fallback_static"
     # n4 and the static row each measured twice with small spreads: n4 is trusted again (the rule still rewards
     # real evidence; plain's wide spread is its own, not the others').
     policy = structured(
         FrontierRow(0, 513, N4, 3.71, 0.05, 2, True, None, "structured"),
         FrontierRow(0, 513, LOOKUP, 3.12, 0.1, 2, True, None, "structured"),
+        plain=2.9,
     )
     assert policy.decide(200, None, WIDE, "structured")[0] == N4
 
