@@ -26,7 +26,19 @@ DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     # A chat longer than the context window leaves out its oldest turns (GenerationRequest.context_overflow), as
     # LM Studio's rolling window does; "error" stops it with the engine's message instead.
     "context_overflow": "drop_oldest",
+    # Thinking: "default" leaves the template alone; "on"/"off" set its enable_thinking (Qwen3-style templates
+    # read it; others ignore it), as LM Studio's thinking toggle does. The budget is llama-server's
+    # reasoning budget: -1 no limit, N ends the <think> block after N tokens (app.engine.reasoning_budget).
+    "thinking": "default",
+    "reasoning_budget": -1,
 }
+
+THINKING = {
+    "default": "Model default",
+    "on": "On",
+    "off": "Off",
+}
+"""The thinking choices of a conversation, as the settings dialog names them (enable_thinking for the template)."""
 
 CONTEXT_OVERFLOW = {
     "drop_oldest": "Leave out the oldest messages",
@@ -70,6 +82,8 @@ def build_request(conv: Conversation, history: list[Message]) -> GenerationReque
         msgs.append({"role": "system", "content": conv.system_prompt})
     msgs += [{"role": m.role, "content": m.content} for m in history if m.role in ("user", "assistant")]
     seed = s.get("seed")
+    thinking = s.get("thinking")
+    budget = int(s.get("reasoning_budget", -1))
     return GenerationRequest(
         messages=tuple(msgs),
         max_tokens=int(s["max_tokens"]),
@@ -85,6 +99,8 @@ def build_request(conv: Conversation, history: list[Message]) -> GenerationReque
         request_id=f"gui-{conv.id}-{int(time.time() * 1000)}",
         context_overflow="error" if s.get("context_overflow") == "error" else "drop_oldest",
         echo_open_think=True,  # a template that opens <think> in the prompt: the reply still shows its thinking
+        template_kwargs={"enable_thinking": thinking == "on"} if thinking in ("on", "off") else None,
+        reasoning_budget=budget,  # -1 is "No limit" even where the engine was started with a budget
     )
 
 
@@ -111,6 +127,7 @@ def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, A
         "finish_reason": summary.finish_reason,
         "dropped_messages": summary.dropped_messages,
         "spec": summary.settings.label(),
+        "reasoning": summary.reasoning,  # with a thinking budget: its tokens, and whether the block was ended
         "dd": {
             "applied": bool(dd.get("applied")),
             "reason": dd.get("reason"),
@@ -159,6 +176,11 @@ def format_stats(stats: dict[str, Any]) -> str:
     parts.append(f"{stats.get('tokens', 0)} tokens")
     if stats.get("cached_tokens"):
         parts.append(f"cached {stats['cached_tokens']} tokens")
+    budget = stats.get("reasoning") or {}
+    if budget.get("forced"):
+        parts.append(f"thinking ended at its budget of {budget.get('budget_tokens')} tokens")
+    elif budget.get("note"):
+        parts.append(f"thinking budget not applied: {budget['note']}")
     if n := stats.get("dropped_messages"):
         parts.append(f"{n} oldest message{'s' if n != 1 else ''} left out: the context window is full")
     dd = stats.get("dd") or {}

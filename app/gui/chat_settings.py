@@ -1,4 +1,4 @@
-"""The per-conversation settings dialog: system prompt, sampling and speculation."""
+"""The per-conversation settings dialog: system prompt, sampling, thinking and speculation."""
 
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.chat_request import CONTEXT_OVERFLOW, chat_settings, spec_modes
+from app.gui.chat_request import CONTEXT_OVERFLOW, THINKING, chat_settings, spec_modes
 from app.gui.store import Conversation
 from app.speculative import registry
 
 
 class ConversationSettingsDialog(QDialog):
-    """System prompt, sampling and speculation settings of one conversation."""
+    """System prompt, sampling, thinking and speculation settings of one conversation."""
 
     def __init__(
         self,
@@ -84,6 +84,23 @@ class ConversationSettingsDialog(QDialog):
             "(the system prompt stays; the reply says how many were left out), enough to free half the window so "
             "the next replies reuse the cached prompt and start quickly, or stop with an error"
         )
+        self.thinking = QComboBox()
+        self.thinking.setObjectName("thinking")
+        for key, label in THINKING.items():
+            self.thinking.addItem(label, key)
+        self.thinking.setCurrentIndex(max(0, self.thinking.findData(s["thinking"])))
+        self.thinking.setToolTip(
+            "Whether a reasoning model thinks before it answers (the chat template's enable_thinking, as Qwen3's "
+            "templates read it; a template without it ignores this)"
+        )
+        self.reasoning_budget = _ispin(-1, 131072, s["reasoning_budget"], "")
+        self.reasoning_budget.setObjectName("reasoning_budget")
+        self.reasoning_budget.setSpecialValueText("No limit")  # shown at the minimum, -1
+        self.reasoning_budget.setSuffix(" tokens")
+        self.reasoning_budget.setToolTip(
+            "End the model's thinking after this many tokens: the <think> block is closed and the model answers "
+            "(llama-server's --reasoning-budget; 0 ends it at once)"
+        )
         form = QFormLayout()
         form.addRow("System prompt", self.system)
         form.addRow("Temperature", self.temperature)
@@ -94,6 +111,8 @@ class ConversationSettingsDialog(QDialog):
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("Seed", self.seed)
         form.addRow("Longer than the context", self.context_overflow)
+        form.addRow("Thinking", self.thinking)
+        form.addRow("Thinking budget", self.reasoning_budget)
         form.addRow("Speculation", self.spec_mode)
         form.addRow("Draft depth (n_max)", self.spec_n_max)
         p_min_row = QHBoxLayout()
@@ -122,6 +141,8 @@ class ConversationSettingsDialog(QDialog):
             "spec_p_min": self.spec_p_min.value(),
             "spec_cost_stop": self.spec_cost_stop.isChecked(),
             "context_overflow": self.context_overflow.currentData(),
+            "thinking": self.thinking.currentData(),
+            "reasoning_budget": self.reasoning_budget.value(),
         }
 
 
