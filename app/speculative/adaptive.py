@@ -45,11 +45,12 @@ class CostModel:
     draft_ms_per_token: float | None = None
     prior_verify_growth: float = 0.25  # before measuring, assume each extra verified token costs +25% of one
 
-    def observe(self, drafted: int, draft_ms: float, verify_ms: float) -> None:
+    def observe(self, drafted: int, draft_ms: float, verify_ms: float, draft_sample: bool = True) -> None:
+        """Learn one step's verify ms, and its draft ms per token unless not `draft_sample` (see SourcePool.observe)."""
         b = drafted + 1
         old = self.verify_ms.get(b)
         self.verify_ms[b] = verify_ms if old is None else old + EMA_ALPHA * (verify_ms - old)
-        if drafted > 0:
+        if drafted > 0 and draft_sample:
             per = draft_ms / drafted
             d = self.draft_ms_per_token
             self.draft_ms_per_token = per if d is None else d + EMA_ALPHA * (per - d)
@@ -230,12 +231,14 @@ class AdaptiveLength:
         verify_ms: float,
         declined: int = 0,
         cost_sample: bool = True,
+        draft_sample: bool = True,
     ) -> None:
         """Learn from one step; `declined`: tokens the cost stop chose not to draft; `cost_sample` False: the step's
-        milliseconds include one-off work (a first decode of its batch size, a request's first verify)."""
+        milliseconds include one-off work (a first decode of its batch size, a request's first verify);
+        `draft_sample` False: only its draft ms do (a catch-up), its verify ms are a sample."""
         self.acceptance.observe_declined(drafted, accepted, declined)
         if cost_sample:
-            self.cost.observe(drafted, draft_ms, verify_ms)
+            self.cost.observe(drafted, draft_ms, verify_ms, draft_sample)
 
 
 PROBE_EVERY = 16  # a source that is neither chosen nor shadow-scored is tried once after this many steps
@@ -467,7 +470,12 @@ class SourcePool:
             cost_sample = False  # a source's first draft in a request also decodes the whole prompt (its catch-up)
         if drafted:
             arm.drafted_yet = True
-        arm.length.observe(drafted, accepted, draft_ms, verify_ms, declined, cost_sample)
+        # A step that first caught its KV up (choose() priced that catch-up) is no sample of the draft's ms per token:
+        # the catch-up is paid once, and choose() prices it apart. Counted per drafted token, a 1-token probe after
+        # 16 plain steps measured 66 ms on this CPU where a steady draft token costs 15, so the draft model looked
+        # 4x dearer than it is and could stop paying at all (bench/results/2026-12-04-draft-lag.md).
+        caught_up = self.step_cost is None and self._catch_up.get(source, 0.0) > 0.0
+        arm.length.observe(drafted, accepted, draft_ms, verify_ms, declined, cost_sample, draft_sample=not caught_up)
         if peeked is not None and drafted and accepted == drafted and peeked[0] > drafted:
             # The target's own token after a wholly accepted draft tests the proposal's next position for free.
             # Without it a peeked source's deeper positions were tested only while another source ran, so a length

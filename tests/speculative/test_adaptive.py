@@ -197,6 +197,23 @@ def test_a_sources_first_draft_in_a_request_is_not_a_cost_sample() -> None:
     assert pool.draft_costs() == {"draft": 20.0}
 
 
+def test_a_step_that_caught_up_is_no_sample_of_the_drafts_ms_per_token() -> None:
+    """A probe after plain steps first decodes what it missed (choose() priced it): its draft ms are not per token.
+    The figures: a 1-token draft on this CPU after a lag of 16 tokens, 72 ms, its catch-up priced 57 ms, beside a
+    steady 8-token draft at 16 ms per token (bench/results/2026-12-04-draft-lag.md)."""
+    pool = SourcePool(["draft"], 0, 8, verify_ms=dict(MILD_CPU_VERIFY), draft_ms={"draft": 16.0})
+    pool.arms["draft"].drafted_yet = True  # past its first draft, which is never a sample
+    pool.choose(None, None, {"draft": 57.0}, 100)
+    pool.observe("draft", 1, 1, 2, 72.0, 70.0)
+    cost = pool.arms["draft"].length.cost
+    assert cost.draft_ms_per_token == 16.0
+    assert cost.verify_ms[2] < MILD_CPU_VERIFY[2]  # its verify (70 ms, 72 known) is still a sample
+    pool.choose(None, None, {"draft": 0.0}, 99)  # drafting on from where it left off: a sample
+    pool.observe("draft", 8, 8, 9, 8 * 18.0, 300.0)
+    assert cost.draft_ms_per_token is not None and 16.0 < cost.draft_ms_per_token <= 18.0
+    assert pool.arms["draft"].reward > 0 and pool.arms["draft"].pulls == 2  # rewards take every step, catch-up too
+
+
 # The 1.5B target on this CPU (../shared/MODELS.md: a verify of 2 rows costs 1.8 decodes): a cheap draft could pay
 # a few ms per token when always right.
 MILD_CPU_VERIFY = {b: 40.0 * (1 + 0.8 * (b - 1)) for b in range(1, 18)}
