@@ -315,6 +315,7 @@ class ExternalSession:
         wanted["chat_template_kwargs"] = bool(request.template_kwargs)
         wanted["infill"] = request.infill is not None  # fill-in-the-middle: the server's /infill, not used here
         wanted["reasoning_budget_tokens"] = request.reasoning_budget is not None and request.reasoning_budget >= 0
+        wanted["logit_bias"] = bool(request.logit_bias or request.sampling.logit_bias)
         if any(wanted.values()):
             names = ", ".join(k for k, v in wanted.items() if v)
             raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")

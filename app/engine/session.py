@@ -47,7 +47,7 @@ from app.runtime.device import resolve_flash_attn
 from app.runtime.grammar import Grammar, GrammarError
 from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, Vocab
 from app.runtime.llama_mtp import mtp_unavailable_reason
-from app.runtime.sampling import distribution, draw, greedy_token
+from app.runtime.sampling import distribution, draw, greedy_token, resolve_logit_bias
 from app.speculative import registry
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, cost_stop_step, profile_cost_model
 from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
@@ -603,6 +603,7 @@ class Session:
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
+        request = self._with_logit_bias(request)
         request, prompt, text, dropped = self.window.fit(request, self.templated, self.n_ctx)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
@@ -614,6 +615,19 @@ class Session:
         finally:
             if grammar is not None:
                 grammar.close()
+
+    def _with_logit_bias(self, request: GenerationRequest) -> GenerationRequest:
+        """The request with its logit_bias resolved against this vocabulary into its sampling parameters."""
+        if not request.logit_bias:
+            return request
+        vocab = self.model.vocab
+        tokenize = lambda text: vocab.tokenize(text, False, False)  # noqa: E731  (llama-server: no special tokens)
+        try:
+            pairs = resolve_logit_bias(request.logit_bias, tokenize, vocab.n_vocab)
+        except ValueError as e:
+            raise InvalidRequest(str(e), param="logit_bias") from None
+        sampling = replace(request.sampling, logit_bias=request.sampling.logit_bias + pairs)
+        return replace(request, sampling=sampling, logit_bias=())
 
     def _compile_grammar(self, gbnf: str | None) -> Grammar | None:
         if gbnf is None:

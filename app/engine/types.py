@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -22,8 +23,14 @@ class EngineError(RuntimeError):
 
 
 class InvalidRequest(EngineError):
+    """A request the engine refuses; `param`, when set, names the request field at fault."""
+
     code = "invalid_request"
     status = 400
+
+    def __init__(self, message: str = "", param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class ContextLengthExceeded(InvalidRequest):
@@ -34,8 +41,27 @@ class InvalidToken(InvalidRequest):
     """A token id outside the model's vocabulary; `param` names where it was ("prompt.3")."""
 
     def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.param = param
+        super().__init__(message, param)
+
+
+MAX_LOGIT_BIAS = 1024
+"""At most this many logit_bias entries (OpenAI allows 300): each is a loop step on every sampled row."""
+
+
+def check_logit_bias(entries: Sequence[tuple[int | str, float]]) -> None:
+    """The request-side checks of logit_bias (the vocabulary's bounds are the engine's): InvalidRequest names what
+    is wrong."""
+    if len(entries) > MAX_LOGIT_BIAS:
+        raise InvalidRequest(f"logit_bias: at most {MAX_LOGIT_BIAS} entries, got {len(entries)}", param="logit_bias")
+    for key, bias in entries:
+        if isinstance(key, str) and not 0 < len(key) <= 256:
+            raise InvalidRequest("logit_bias: a text key has 1 to 256 characters", param="logit_bias")
+        if isinstance(key, int) and key < 0:
+            raise InvalidRequest(f"logit_bias: token ids are 0 or more, got {key}", param="logit_bias")
+        if math.isnan(bias) or bias == math.inf:
+            raise InvalidRequest(
+                f"logit_bias: a bias is a finite number or -inf (a ban), got {bias} for {key!r}", param="logit_bias"
+            )
 
 
 def check_token_ids(tokens: Sequence[int], n_vocab: int | None, field: str) -> None:
@@ -104,6 +130,9 @@ class GenerationRequest:
     # before the closing tag (app.engine.reasoning_budget).
     reasoning_budget: int | None = None
     reasoning_budget_message: str = ""
+    # llama-server's logit_bias: (token id or text, bias) added to the target's logits (-inf bans; a text biases
+    # every token of it). The engine resolves it into sampling.logit_bias against the model's vocabulary.
+    logit_bias: tuple[tuple[int | str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if sum(x is not None for x in (self.messages, self.prompt, self.infill)) != 1:
@@ -130,6 +159,7 @@ class GenerationRequest:
             raise InvalidRequest("reasoning_budget_tokens must be -1 (no limit), 0 or more")
         if len(self.reasoning_budget_message) > MAX_MESSAGE_CHARS:
             raise InvalidRequest(f"reasoning_budget_message: at most {MAX_MESSAGE_CHARS} characters")
+        check_logit_bias(self.logit_bias)
 
     def to_context_end(self) -> GenerationRequest:
         """This request without a token limit: as many tokens as the context window leaves after the prompt."""

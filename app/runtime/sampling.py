@@ -1,14 +1,16 @@
-"""Sampling maths on raw logits: penalties, top-k, top-p, min-p, temperature, greedy and seeded draws (pure numpy).
+"""Sampling maths on raw logits: logit bias, penalties, top-k, top-p, min-p, temperature, greedy and seeded draws.
 
-The order follows llama.cpp's default sampler chain (penalties -> top-k -> top-p -> min-p -> temperature -> draw),
+The order follows llama.cpp's default sampler chain (logit bias -> penalties -> top-k -> top-p -> min-p ->
+temperature -> draw),
 so users get the behaviour they know from llama.cpp. The full processed distribution is returned as an array
 because exact speculative verification needs p(x) for any token, not just a sample.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +37,9 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     repeat_last_n: int = 64
     seed: int | None = None
+    # (token id, bias) pairs added to the logits before anything else, as llama.cpp's logit-bias sampler does; a
+    # bias of -inf bans the token. Ids past a logits row (a draft model with a smaller vocabulary) are skipped.
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.temperature <= 100.0):
@@ -51,6 +56,11 @@ class SamplingParams:
             raise ValueError("presence_penalty and frequency_penalty must be in [-2, 2]")
         if self.repeat_last_n < 0:
             raise ValueError("repeat_last_n must be >= 0")
+        for token, bias in self.logit_bias:
+            if token < 0:
+                raise ValueError(f"logit_bias: token ids are 0 or more, got {token}")
+            if math.isnan(bias) or bias == math.inf:
+                raise ValueError(f"logit_bias: a bias is a finite number or -inf (a ban), got {bias} for token {token}")
 
     @property
     def greedy(self) -> bool:
@@ -60,13 +70,46 @@ class SamplingParams:
     def has_penalties(self) -> bool:
         return self.repeat_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
+    @property
+    def adjusts_logits(self) -> bool:
+        """Whether adjust_logits changes anything (a bias or a penalty), so plain argmax is not enough."""
+        return bool(self.logit_bias) or self.has_penalties
 
-def apply_penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
-    """Repetition, presence and frequency penalties over the last `repeat_last_n` tokens (a new float64 array).
+
+def with_bias(logits: np.ndarray, bias: tuple[tuple[int, float], ...]) -> np.ndarray:
+    """`logits` (a new float64 array) with each (token, bias) added; ids past the row are skipped."""
+    out = np.array(logits, dtype=np.float64, copy=True)
+    for token, b in bias:
+        if token < out.shape[0]:
+            out[token] += b
+    return out
+
+
+def resolve_logit_bias(
+    entries: Sequence[tuple[int | str, float]], tokenize: Callable[[str], list[int]], n_vocab: int
+) -> tuple[tuple[int, float], ...]:
+    """llama-server's logit_bias entries as (token id, bias) pairs: a text key biases every token of it (tokenized
+    without special tokens, as llama-server does), and biases given twice for one token add up, as the sampler adds
+    each. Raises ValueError naming a token outside the vocabulary, or a text without tokens."""
+    total: dict[int, float] = {}
+    for key, bias in entries:
+        tokens = tokenize(key) if isinstance(key, str) else [key]
+        if not tokens:
+            raise ValueError(f"logit_bias: {key!r} has no tokens")
+        for token in tokens:
+            if not 0 <= token < n_vocab:
+                raise ValueError(f"logit_bias: token {token} is not in the vocabulary (0..{n_vocab - 1})")
+            total[token] = total.get(token, 0.0) + bias
+    return tuple(total.items())
+
+
+def adjust_logits(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
+    """The logit bias, then repetition, presence and frequency penalties over the last `repeat_last_n` tokens (a new
+    float64 array).
 
     float64: a float32 logit near its maximum divided by a small penalty would overflow to inf (then NaN).
     """
-    out = np.array(logits, dtype=np.float64, copy=True)
+    out = with_bias(logits, params.logit_bias)
     if not params.has_penalties or params.repeat_last_n == 0 or not history:
         return out
     window = history[-params.repeat_last_n :]
@@ -84,8 +127,8 @@ def apply_penalties(logits: np.ndarray, params: SamplingParams, history: Sequenc
 
 
 def greedy_token(logits: np.ndarray, params: SamplingParams | None = None, history: Sequence[int] = ()) -> int:
-    if params is not None and params.has_penalties:
-        logits = apply_penalties(logits, params, history)
+    if params is not None and params.adjusts_logits:
+        logits = adjust_logits(logits, params, history)
     return int(np.argmax(logits))
 
 
@@ -100,7 +143,7 @@ def distribution(logits: np.ndarray, params: SamplingParams, history: Sequence[i
 
     Greedy parameters give a one-hot vector at the argmax.
     """
-    z = apply_penalties(logits, params, history)
+    z = adjust_logits(logits, params, history)
     n = z.shape[0]
     if params.greedy:
         p = np.zeros(n, dtype=np.float64)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from app.runtime.grammar import Grammar, GrammarError
-from app.runtime.sampling import SamplingParams, apply_penalties, distribution, draw
+from app.runtime.sampling import SamplingParams, adjust_logits, distribution, draw
 from app.speculative.verify import Verdict
 
 _GREEDY_TIERS = (64, 2048)
@@ -31,8 +31,8 @@ _MAX_REJECTIONS = 32  # draws refused before building the masked distribution (a
 
 
 def constrained_greedy(logits: np.ndarray, params: SamplingParams, history: Sequence[int], grammar: Grammar) -> int:
-    """The highest-logit token (after penalties) that the grammar admits."""
-    z = apply_penalties(logits, params, history) if params.has_penalties else logits
+    """The highest-logit token (after the bias and penalties) that the grammar admits."""
+    z = adjust_logits(logits, params, history) if params.adjusts_logits else logits
     top = int(np.argmax(z))
     if grammar.allows(top):
         return top

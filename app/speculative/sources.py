@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
-from app.runtime.sampling import SamplingParams, distribution, draw
+from app.runtime.sampling import SamplingParams, distribution, draw, with_bias
 from app.speculative.adaptive import certain_depth
 from app.speculative.settings import SpecSettings
 
@@ -170,9 +170,14 @@ def _top1_probability(logits: np.ndarray) -> tuple[int, float]:
 
 
 def _draft_sampling(sampling: SamplingParams) -> SamplingParams:
-    """What a model draft samples with: the target's knobs without penalties (they need the full history)."""
+    """What a model draft samples with: the target's knobs without penalties (they need the full history); the logit
+    bias needs none, and a draft that bans what the target bans does not propose tokens certain to be rejected."""
     return SamplingParams(
-        temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        min_p=sampling.min_p,
+        logit_bias=sampling.logit_bias,
     )
 
 
@@ -191,6 +196,8 @@ def _pick_draft_token(
     Xeon core against 0.03 ms for the argmax; four of them are ~9 % of the 17 ms MTP n4 step measured on the H200.
     """
     if sampling.greedy:
+        if sampling.logit_bias:
+            logits = with_bias(logits, sampling.logit_bias)
         if not need_confidence:
             return int(np.argmax(logits)), float("nan"), None
         tok, conf = _top1_probability(logits)

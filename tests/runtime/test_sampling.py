@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.runtime.sampling import SamplingParams, apply_penalties, distribution, greedy_token
+from app.runtime.sampling import SamplingParams, adjust_logits, distribution, greedy_token, resolve_logit_bias
 
 LOGITS = np.log(np.array([0.5, 0.2, 0.15, 0.1, 0.05], dtype=np.float32))
 
@@ -49,7 +49,7 @@ def test_top_p_on_a_large_vocabulary_matches_a_full_sort() -> None:
 
 def test_penalties_follow_llama_cpp() -> None:
     logits = np.array([2.0, -1.0, 0.5], dtype=np.float32)
-    out = apply_penalties(
+    out = adjust_logits(
         logits, SamplingParams(repeat_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.1), [0, 1, 1]
     )
     np.testing.assert_allclose(out, [2.0 / 2 - 0.5 - 0.1, -1.0 * 2 - 1.0 - 0.1, 0.5])
@@ -59,3 +59,28 @@ def test_penalties_follow_llama_cpp() -> None:
 def test_invalid_parameters_are_refused(bad: dict) -> None:
     with pytest.raises(ValueError):
         SamplingParams(**bad)
+
+
+def test_logit_bias_comes_before_the_penalties_as_in_llama_cpps_chain() -> None:
+    # Token 1: log(0.2) = -1.61; +3 makes it 1.39, which a repeat penalty of 2 then halves (0.69). Penalising first
+    # would give -3.22 + 3 = -0.22.
+    params = SamplingParams(temperature=0, repeat_penalty=2.0, logit_bias=((1, 3.0), (0, float("-inf"))))
+    out = adjust_logits(LOGITS, params, history=[1])
+    assert out[1] == pytest.approx((np.log(0.2) + 3.0) / 2.0)
+    assert out[0] == -np.inf
+    assert greedy_token(LOGITS, params, history=[1]) == 1
+
+
+def test_resolve_logit_bias_spreads_text_over_its_tokens_and_adds_repeats() -> None:
+    def tokenize(text: str) -> list[int]:
+        return {"ab": [1, 2], "": []}[text]
+
+    assert resolve_logit_bias([("ab", -1.0), (2, -0.5), (4, 1.0)], tokenize, n_vocab=5) == (
+        (1, -1.0),
+        (2, -1.5),
+        (4, 1.0),
+    )
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        resolve_logit_bias([(5, 1.0)], tokenize, n_vocab=5)
+    with pytest.raises(ValueError, match="has no tokens"):
+        resolve_logit_bias([("", 1.0)], tokenize, n_vocab=5)
