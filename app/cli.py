@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -76,6 +77,17 @@ def _budget(value: str) -> int:
     return n
 
 
+def _logit_bias(value: str) -> tuple[int, float]:
+    """llama-cli's --logit-bias TOKEN_ID(+/-)BIAS: "15043+1", "15043-0.5", "15043-inf" (a ban)."""
+    match = re.fullmatch(r"(\d+)([+-])(inf|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)", value.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected TOKEN_ID(+/-)BIAS, e.g. 15043+1 or 15043-inf; got {value!r}")
+    bias = float(match.group(3))
+    if bias == float("inf") and match.group(2) == "+":
+        raise argparse.ArgumentTypeError(f"+inf is not a bias (-inf bans a token); got {value!r}")
+    return int(match.group(1)), bias if match.group(2) == "+" else -bias
+
+
 def _add_reasoning_budget(p: argparse.ArgumentParser) -> None:
     """llama.cpp's reasoning-budget flags (the same names and meanings as llama-server's and llama-cli's)."""
     p.add_argument(
@@ -134,6 +146,14 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-p", type=float, default=0.05, help="0: off (default 0.05)")
     p.add_argument("--seed", type=int, metavar="S")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument(
+        "--logit-bias",
+        action="append",
+        default=[],
+        type=_logit_bias,
+        metavar="TOKEN_ID(+/-)BIAS",
+        help="add BIAS to a token's logit, as llama-cli's (e.g. 15043+1; 15043-inf bans it; repeatable)",
+    )
     _add_reasoning_budget(p)
     _add_profile(p)
     _add_server_binary(p)

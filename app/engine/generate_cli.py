@@ -7,7 +7,7 @@ import json
 import sys
 
 from app.engine.session import config_from_args
-from app.engine.types import DoneEvent, EngineError, GenerationRequest, StepEvent, TextEvent
+from app.engine.types import DoneEvent, EngineError, GenerationRequest, InvalidRequest, StepEvent, TextEvent
 from app.engine.worker import Engine, print_context_notes
 from app.runtime.sampling import SamplingParams
 from app.speculative.mtp import MtpSource
@@ -60,10 +60,11 @@ def run_generate(args: argparse.Namespace) -> int:
             sampling=sampling,
             stop=tuple(args.stop),
             speculative=spec,
+            logit_bias=tuple(args.logit_bias),
         )
         if args.max_tokens == -1:
             request = request.to_context_end()
-    except ValueError as e:
+    except (ValueError, InvalidRequest) as e:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 2
     try:

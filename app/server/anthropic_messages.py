@@ -129,7 +129,7 @@ class MessagesRequest(BaseModel):
 
     model: str = Field(min_length=1)
     messages: list[MessageIn]
-    max_tokens: int | None = None
+    max_tokens: int | None = Field(None, ge=1)  # Anthropic: at least 1 (the OpenAI routes also take -1)
     system: str | list[SystemBlock] | None = None
     stop_sequences: list[str] | None = None
     stream: bool = False

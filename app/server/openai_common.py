@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -32,18 +33,25 @@ def unsupported(param: str, message: str) -> ApiError:
 
 
 # -- requests ------------------------------------------------------------------------------------------------------
+NO_LIMIT = -1
+"""max_tokens -1: no limit (until the reply ends or the window is full), as llama-server and LM Studio read it."""
+
+
 def requested_max_tokens(req: ChatCompletionRequest | CompletionRequest) -> int | None:
-    """The client's token limit (`max_completion_tokens` wins over the legacy `max_tokens`), or None if unset."""
+    """The client's token limit (`max_completion_tokens` wins over the legacy `max_tokens`), or None if unset or
+    NO_LIMIT."""
+    limit = req.max_tokens
     if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
-        return req.max_completion_tokens
-    return req.max_tokens
+        limit = req.max_completion_tokens
+    return None if limit == NO_LIMIT else limit
 
 
 def _check_max_tokens(req: ChatCompletionRequest | CompletionRequest) -> None:
     for name in ("max_completion_tokens", "max_tokens"):
         value = getattr(req, name, None)
-        if value is not None and value < 1:
-            raise ApiError(400, f"{name} must be >= 1, got {value}", code="invalid_request", param=name)
+        if value is not None and value < 1 and value != NO_LIMIT:
+            msg = f"{name} must be >= 1, or -1 for no limit; got {value}"
+            raise ApiError(400, msg, code="invalid_request", param=name)
 
 
 def _sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
@@ -94,6 +102,25 @@ def _speculative(opts: SpeculativeOptions | None, has_draft: bool) -> SpecSettin
         raise ApiError(400, str(e), code="invalid_request", param=match.group(1) if match else "speculative") from None
 
 
+def _logit_bias(raw: dict[str, float | bool] | list[tuple[int | str, float | bool]] | None) -> tuple[Any, ...]:
+    """The request's logit_bias as (token id or text, bias) pairs: OpenAI's keys are token ids written as text; any
+    other text key biases that text's tokens, and false bans (-inf), as llama-server reads it."""
+    if not raw:
+        return ()
+    pairs = []
+    for key, value in raw.items() if isinstance(raw, dict) else raw:
+        if value is True:
+            raise ApiError(
+                400,
+                "logit_bias: a bias is a number, or false to ban the token",
+                code="invalid_request",
+                param="logit_bias",
+            )
+        token: int | str = int(key) if isinstance(key, str) and re.fullmatch(r"-?\d{1,12}", key) else key
+        pairs.append((token, -math.inf if value is False else float(value)))
+    return tuple(pairs)
+
+
 def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
     if stop is None:
         return ()
@@ -103,8 +130,6 @@ def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
 def common_refusals(req: ChatCompletionRequest | CompletionRequest) -> None:
     if req.n is not None and req.n != 1:
         raise unsupported("n", f"only n=1 is supported, got n={req.n}")
-    if req.logit_bias:
-        raise unsupported("logit_bias", "logit_bias is not supported")
     _check_max_tokens(req)
 
 
@@ -127,6 +152,7 @@ def build_generation(
             speculative=spec,
             request_id=request_id,
             cache_prompt=req.cache_prompt,
+            logit_bias=_logit_bias(req.logit_bias),
             **what,
         )
     except InvalidRequest as e:

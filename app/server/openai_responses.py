@@ -112,7 +112,7 @@ class ResponsesRequest(BaseModel):
     model: str = Field(min_length=1)
     input: str | list[InputItem]
     instructions: str | None = None
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = Field(None, ge=1)
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None

@@ -164,7 +164,8 @@ class _SamplingFields(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int | None = None
-    logit_bias: dict[str, float] | None = None
+    # OpenAI's {"token id": bias} or llama-server's [[token id or text, bias], ...]; false bans, as in llama-server
+    logit_bias: dict[str, float | bool] | list[tuple[int | str, float | bool]] | None = None
     user: str | None = None
     speculative: SpeculativeOptions | None = None
     cache_prompt: bool = True  # llama.cpp's field: False re-prefills the whole prompt (reproducible logits)

@@ -24,3 +24,20 @@ def test_a_token_limit_of_zero_is_refused_with_the_flags_meaning(smollm2_path: P
     p = dynadraft("generate", "--model", str(smollm2_path), "--prompt", "Hi", "--max-tokens", "0")
     assert p.returncode == 2
     assert "--max-tokens must be >= 1, or -1 for no limit; got 0" in p.stderr
+
+
+def test_logit_bias_bans_a_token_and_bad_flags_are_refused_before_loading(smollm2_path: Path) -> None:
+    # Greedy "The sea is" continues with " a" (token 253 in SmolLM2's vocabulary); llama-cli's 253-inf bans it.
+    args = ("--model", str(smollm2_path), "--ctx-size", str(CTX), *THREADS, "--no-spec", "--temperature", "0")
+    prompt = ("--raw", "--prompt", "The sea is", "--max-tokens", "4")
+    plain, _ = generate_json(*args, *prompt)
+    banned, _ = generate_json(*args, *prompt, "--logit-bias", "253-inf")
+    assert plain["tokens"][0] == 253
+    assert 253 not in banned["tokens"]
+    past_vocab = dynadraft("generate", *args, *prompt, "--logit-bias", "49152+1")
+    assert past_vocab.returncode != 0
+    assert "logit_bias" in past_vocab.stderr and "Traceback" not in past_vocab.stderr
+    for flags, says in ((("--logit-bias", "253+inf"), "+inf is not a bias"), (("--stop", ""), "stop")):
+        p = dynadraft("generate", *args, *prompt, *flags)
+        assert p.returncode == 2, p.stderr
+        assert says in p.stderr and "Traceback" not in p.stderr

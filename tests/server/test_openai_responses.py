@@ -93,7 +93,7 @@ def test_json_schema_text_format_is_followed(client: openai.OpenAI) -> None:
         ({"input": [{"type": "item_reference", "id": "x"}]}, "input.0.type"),
         ({"input": [{"type": "function_call_output", "output": "x"}]}, "input.0.call_id"),
         ({"input": "x", "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice.name"),
-        ({"input": "x", "max_output_tokens": 0}, "max_tokens"),
+        ({"input": "x", "max_output_tokens": 0}, "max_output_tokens"),
     ],
 )
 def test_bad_requests_name_the_field(client: openai.OpenAI, body: dict[str, object], param: str) -> None:
