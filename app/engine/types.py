@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from app.engine.reasoning_budget import MAX_MESSAGE_CHARS
-from app.runtime.sampling import SamplingParams
+from app.runtime.sampling import SamplingParams, check_bias_entry
 from app.speculative.settings import SpecSettings
 
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -56,12 +55,10 @@ def check_logit_bias(entries: Sequence[tuple[int | str, float]]) -> None:
     for key, bias in entries:
         if isinstance(key, str) and not 0 < len(key) <= 256:
             raise InvalidRequest("logit_bias: a text key has 1 to 256 characters", param="logit_bias")
-        if isinstance(key, int) and key < 0:
-            raise InvalidRequest(f"logit_bias: token ids are 0 or more, got {key}", param="logit_bias")
-        if math.isnan(bias) or bias == math.inf:
-            raise InvalidRequest(
-                f"logit_bias: a bias is a finite number or -inf (a ban), got {bias} for {key!r}", param="logit_bias"
-            )
+        try:
+            check_bias_entry(key, bias)
+        except ValueError as e:
+            raise InvalidRequest(str(e), param="logit_bias") from None
 
 
 def check_token_ids(tokens: Sequence[int], n_vocab: int | None, field: str) -> None:

@@ -57,10 +57,7 @@ class SamplingParams:
         if self.repeat_last_n < 0:
             raise ValueError("repeat_last_n must be >= 0")
         for token, bias in self.logit_bias:
-            if token < 0:
-                raise ValueError(f"logit_bias: token ids are 0 or more, got {token}")
-            if math.isnan(bias) or bias == math.inf:
-                raise ValueError(f"logit_bias: a bias is a finite number or -inf (a ban), got {bias} for token {token}")
+            check_bias_entry(token, bias)
 
     @property
     def greedy(self) -> bool:
@@ -74,6 +71,14 @@ class SamplingParams:
     def adjusts_logits(self) -> bool:
         """Whether adjust_logits changes anything (a bias or a penalty), so plain argmax is not enough."""
         return bool(self.logit_bias) or self.has_penalties
+
+
+def check_bias_entry(key: int | str, bias: float) -> None:
+    """One logit_bias entry's own checks (a token id is 0 or more; a bias is finite or -inf); ValueError says which."""
+    if isinstance(key, int) and key < 0:
+        raise ValueError(f"logit_bias: token ids are 0 or more, got {key}")
+    if math.isnan(bias) or bias == math.inf:
+        raise ValueError(f"logit_bias: a bias is a finite number or -inf (a ban), got {bias} for {key!r}")
 
 
 def with_bias(logits: np.ndarray, bias: tuple[tuple[int, float], ...]) -> np.ndarray:
