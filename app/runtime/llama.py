@@ -95,6 +95,7 @@ class Vocab:
         # Fill-in-the-middle markers (Qwen's <|fim_prefix|>, CodeLlama's <PRE>, ...) as llama.cpp finds them.
         self.fim = FimTokens.of(self.ptr)
         self._piece_cache: dict[int, bytes] = {}
+        self._all_pieces: list[bytes] | None = None
         self._eog = np.array([bool(L.llama_vocab_is_eog(self.ptr, t)) for t in range(self.n_vocab)], dtype=bool)
 
     def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
@@ -126,6 +127,13 @@ class Vocab:
         out = buf.raw[: max(n, 0)]
         self._piece_cache[key] = out
         return out
+
+    def all_pieces(self) -> list[bytes]:
+        """Every token's bytes, control tokens rendered as text (what DRY's sequence breakers are matched against);
+        read once, on first use."""
+        if self._all_pieces is None:
+            self._all_pieces = [self.piece(t, special=True) for t in range(self.n_vocab)]
+        return self._all_pieces
 
     def pieces(self, text: str, add_special: bool, parse_special: bool = True) -> list[tuple[int, bytes]]:
         """tokenize's ids with their bytes, control tokens rendered as text (llama-server's `with_pieces`)."""

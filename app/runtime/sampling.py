@@ -1,9 +1,11 @@
-"""Sampling maths on raw logits: logit bias, penalties, top-k, top-p, min-p, temperature, greedy and seeded draws.
+"""Sampling maths on raw logits: logit bias, penalties, DRY, top-n-sigma, top-k, typical, top-p, min-p, XTC,
+temperature (fixed or dynamic), greedy and seeded draws.
 
-The order follows llama.cpp's default sampler chain (logit bias -> penalties -> top-k -> top-p -> min-p ->
-temperature -> draw),
-so users get the behaviour they know from llama.cpp. The full processed distribution is returned as an array
-because exact speculative verification needs p(x) for any token, not just a sample.
+The order follows llama.cpp's default sampler chain (logit bias -> penalties -> DRY -> top-n-sigma -> top-k ->
+typical -> top-p -> min-p -> XTC -> temperature -> draw), so users get the behaviour they know from llama.cpp. The
+full processed distribution is returned as an array because exact speculative verification needs p(x) for any
+token, not just a sample. At temperature 0 (greedy) only what changes logits applies (bias, penalties, DRY): the
+argmax survives every truncation but typical's and XTC's, and greedy here means the argmax, deterministic.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+from app.runtime import dry
 
 # Exact top-p needs a sort of the vocabulary (~150k entries, several ms). Almost always the nucleus lives in the
 # few hundred most likely tokens, so look there first and fall back to the full sort only when it does not.
@@ -40,6 +44,18 @@ class SamplingParams:
     # (token id, bias) pairs added to the logits before anything else, as llama.cpp's logit-bias sampler does; a
     # bias of -inf bans the token. Ids past a logits row (a draft model with a smaller vocabulary) are skipped.
     logit_bias: tuple[tuple[int, float], ...] = ()
+    # llama.cpp's further samplers, each off at its default (the values llama-server's fields take).
+    typical_p: float = 1.0  # locally typical sampling; 1: off
+    top_n_sigma: float = -1.0  # keep logits within n standard deviations of the top one; <= 0: off
+    xtc_probability: float = 0.0  # "exclude top choices": how often the tokens above the threshold but the last go
+    xtc_threshold: float = 0.1  # > 0.5: off
+    dynatemp_range: float = 0.0  # temperature in [T - range, T + range] by the candidates' entropy; 0: off
+    dynatemp_exponent: float = 1.0
+    dry_multiplier: float = 0.0  # DRY repetition penalty (app.runtime.dry); 0: off
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = 64  # -1: the whole history
+    dry_breakers: dry.Breakers | None = None  # resolved against the vocabulary by the engine
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.temperature <= 100.0):
@@ -58,10 +74,25 @@ class SamplingParams:
             raise ValueError("repeat_last_n must be >= 0")
         for token, bias in self.logit_bias:
             check_bias_entry(token, bias)
+        _check_range("typical_p", self.typical_p, 0.0, 1.0)
+        _check_range("top_n_sigma", self.top_n_sigma, -math.inf, math.inf)
+        _check_range("xtc_probability", self.xtc_probability, 0.0, 1.0)
+        _check_range("xtc_threshold", self.xtc_threshold, 0.0, 1.0)
+        _check_range("dynatemp_range", self.dynatemp_range, 0.0, 100.0)
+        _check_range("dynatemp_exponent", self.dynatemp_exponent, 0.0, 100.0)
+        _check_range("dry_multiplier", self.dry_multiplier, 0.0, 100.0)
+        _check_range("dry_base", self.dry_base, 1.0, 100.0)
+        _check_range("dry_allowed_length", self.dry_allowed_length, 0, 1 << 20)
+        _check_range("dry_penalty_last_n", self.dry_penalty_last_n, -1, 1 << 24)
 
     @property
     def greedy(self) -> bool:
-        return self.temperature < MIN_TEMPERATURE
+        # A dynamic temperature around 0 still samples (in [0, range]), as llama.cpp's temp_ext does.
+        return self.temperature < MIN_TEMPERATURE and self.dynatemp_range <= 0.0
+
+    @property
+    def dry_on(self) -> bool:
+        return self.dry_multiplier > 0.0 and self.dry_penalty_last_n != 0
 
     @property
     def has_penalties(self) -> bool:
@@ -70,7 +101,23 @@ class SamplingParams:
     @property
     def adjusts_logits(self) -> bool:
         """Whether adjust_logits changes anything (a bias or a penalty), so plain argmax is not enough."""
-        return bool(self.logit_bias) or self.has_penalties
+        return bool(self.logit_bias) or self.has_penalties or self.dry_on
+
+    def for_draft(self) -> SamplingParams:
+        """What a model draft samples with: these knobs but those that read the history (penalties, DRY).
+
+        A draft's q may be anything for exact verification; the closer to the target's p, the more is accepted, and a
+        draft that bans what the target bans does not propose tokens certain to be rejected."""
+        return replace(
+            self, repeat_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, dry_multiplier=0.0, dry_breakers=None
+        )
+
+
+def _check_range(name: str, value: float, low: float, high: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and low <= value <= high):
+        lo = "" if low == -math.inf else f"{low} <= "
+        hi = "" if high == math.inf else f" <= {high}"
+        raise ValueError(f"{name} must be a finite number{', ' if lo or hi else ''}{lo}{name}{hi}; got {value!r}")
 
 
 def check_bias_entry(key: int | str, bias: float) -> None:
@@ -109,18 +156,32 @@ def resolve_logit_bias(
 
 
 def adjust_logits(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
-    """The logit bias, then repetition, presence and frequency penalties over the last `repeat_last_n` tokens (a new
-    float64 array).
+    """The logit bias, then repetition, presence and frequency penalties over the last `repeat_last_n` tokens, then
+    DRY's (a new float64 array).
 
     float64: a float32 logit near its maximum divided by a small penalty would overflow to inf (then NaN).
     """
     out = with_bias(logits, params.logit_bias)
-    if not params.has_penalties or params.repeat_last_n == 0 or not history:
-        return out
-    window = history[-params.repeat_last_n :]
+    if params.has_penalties and params.repeat_last_n > 0 and history:
+        _penalise(out, params, history[-params.repeat_last_n :])
+    if params.dry_on and history:
+        for token, penalty in dry.penalties(
+            history,
+            params.dry_multiplier,
+            params.dry_base,
+            params.dry_allowed_length,
+            params.dry_penalty_last_n,
+            params.dry_breakers,
+        ).items():
+            if token < out.shape[0]:
+                out[token] -= penalty
+    return out
+
+
+def _penalise(out: np.ndarray, params: SamplingParams, window: Sequence[int]) -> None:
     counts = Counter(t for t in window if 0 <= t < out.shape[0])
     if not counts:
-        return out
+        return
     ids = np.fromiter(counts.keys(), dtype=np.int64)
     cnt = np.fromiter(counts.values(), dtype=np.float64)
     vals: np.ndarray = out[ids]
@@ -128,7 +189,6 @@ def adjust_logits(logits: np.ndarray, params: SamplingParams, history: Sequence[
         vals = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
     vals = vals - cnt * params.frequency_penalty - params.presence_penalty
     out[ids] = vals
-    return out
 
 
 def greedy_token(logits: np.ndarray, params: SamplingParams | None = None, history: Sequence[int] = ()) -> int:
@@ -146,28 +206,94 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 def distribution(logits: np.ndarray, params: SamplingParams, history: Sequence[int] = ()) -> np.ndarray:
     """The exact probability vector (float64, sums to 1) that a draw with `params` samples from.
 
-    Greedy parameters give a one-hot vector at the argmax.
+    Greedy parameters give a one-hot vector at the argmax. XTC drops its top tokens on a coin flip per draw, so its
+    distribution is the mixture of the two outcomes, weighted by xtc_probability.
     """
     z = adjust_logits(logits, params, history)
     n = z.shape[0]
     if params.greedy:
-        p = np.zeros(n, dtype=np.float64)
-        p[int(np.argmax(z))] = 1.0
-        return p
+        return _one_hot(n, int(np.argmax(z)))
     keep = np.ones(n, dtype=bool)
+    if params.top_n_sigma > 0.0:
+        finite = np.isfinite(z)
+        if finite.sum() > 1:
+            keep &= z >= np.max(z) - params.top_n_sigma * float(np.std(z[finite]))
     if 0 < params.top_k < n:
         kth = np.argpartition(-z, params.top_k - 1)[: params.top_k]
-        keep[:] = False
-        keep[kth] = True
+        top = np.zeros(n, dtype=bool)
+        top[kth] = True
+        keep &= top
+    if params.typical_p < 1.0:
+        keep &= _typical_mask(z, keep, params.typical_p)
     if params.top_p < 1.0:
         keep &= _top_p_mask(z, keep, params.top_p)
     if params.min_p > 0.0:
         zm = np.where(keep, z, -np.inf)
         keep &= zm >= (np.max(zm) + np.log(params.min_p))
+    p = _with_temperature(z, keep, params)
+    if params.xtc_probability > 0.0 and params.xtc_threshold <= 0.5:
+        excluded = _xtc_mask(z, keep, params.xtc_threshold)
+        if excluded is not None:
+            q = params.xtc_probability
+            p = (1.0 - q) * p + q * _with_temperature(z, excluded, params)
+    return p
+
+
+def _one_hot(n: int, token: int) -> np.ndarray:
+    p = np.zeros(n, dtype=np.float64)
+    p[token] = 1.0
+    return p
+
+
+def _with_temperature(z: np.ndarray, keep: np.ndarray, params: SamplingParams) -> np.ndarray:
+    """softmax(z / T) over the kept tokens; with dynatemp_range, T follows their normalised entropy (llama.cpp's
+    temp_ext: T - range at entropy 0 up to T + range at the uniform distribution's)."""
+    zk = np.where(keep, z, -np.inf)
+    temperature = params.temperature
+    n_kept = int(keep.sum())
+    if params.dynatemp_range > 0.0 and n_kept > 1:
+        low = max(0.0, temperature - params.dynatemp_range)
+        high = temperature + params.dynatemp_range
+        p1 = _softmax(zk)
+        nz = p1[p1 > 0]
+        entropy = float(-(nz * np.log(nz)).sum())
+        temperature = low + (high - low) * (entropy / math.log(n_kept)) ** params.dynatemp_exponent
+    if temperature < MIN_TEMPERATURE:
+        return _one_hot(z.shape[0], int(np.argmax(zk)))
     # Log-space: shift so the best kept logit is 0 before dividing, so a small temperature gives large negative
     # values (exp -> 0) rather than inf - inf = NaN.
-    zk = np.where(keep, z, -np.inf)
-    return _softmax((zk - np.max(zk)) / params.temperature)
+    return _softmax((zk - np.max(zk)) / temperature)
+
+
+def _typical_mask(z: np.ndarray, keep: np.ndarray, typical_p: float) -> np.ndarray:
+    """Locally typical sampling: the kept tokens whose surprise -log p is nearest the entropy, until their mass
+    passes typical_p (the one that passes it included)."""
+    ids = np.flatnonzero(keep)
+    p = _softmax(z[ids])
+    logp = np.log(np.maximum(p, 1e-300))
+    entropy = float(-(p * logp).sum())
+    order = np.argsort(np.abs(-logp - entropy), kind="stable")
+    csum = np.cumsum(p[order])
+    last = int(np.searchsorted(csum, typical_p, side="right")) + 1
+    mask = np.zeros(z.shape[0], dtype=bool)
+    mask[ids[order[: min(last, ids.shape[0])]]] = True
+    return mask
+
+
+def _xtc_mask(z: np.ndarray, keep: np.ndarray, threshold: float) -> np.ndarray | None:
+    """XTC's candidates when its coin removes: the kept tokens without those at or above `threshold` probability but
+    the least likely of them; None where fewer than two reach it (XTC then changes nothing)."""
+    ids = np.flatnonzero(keep)
+    if ids.shape[0] < 2:
+        return None
+    p = _softmax(z[ids])
+    above = ids[p >= threshold]
+    if above.shape[0] < 2:
+        return None
+    drop = above[np.argsort(-z[above], kind="stable")[:-1]]
+    mask = keep.copy()
+    mask[drop] = False
+    return mask
 
 
 def _top_p_mask(z: np.ndarray, keep: np.ndarray, top_p: float) -> np.ndarray:

@@ -169,18 +169,6 @@ def _top1_probability(logits: np.ndarray) -> tuple[int, float]:
     return tok, 1.0 / float(np.exp(near.astype(np.float64) - top).sum())
 
 
-def _draft_sampling(sampling: SamplingParams) -> SamplingParams:
-    """What a model draft samples with: the target's knobs without penalties (they need the full history); the logit
-    bias needs none, and a draft that bans what the target bans does not propose tokens certain to be rejected."""
-    return SamplingParams(
-        temperature=sampling.temperature,
-        top_k=sampling.top_k,
-        top_p=sampling.top_p,
-        min_p=sampling.min_p,
-        logit_bias=sampling.logit_bias,
-    )
-
-
 def _pick_draft_token(
     logits: np.ndarray,
     sampling: SamplingParams,
@@ -235,7 +223,7 @@ def draft_autoregressive(
     """Fill `out` one token at a time: pick from `logits()`, stop below p_min, at n_max, or (the cost stop, with
     `floors`) once the product of the confidences so far falls below floors[i], else `advance(token)` (the draft
     model decodes it) and go on. A draft shorter than n_min is dropped."""
-    draft_params = _draft_sampling(sampling)
+    draft_params = sampling.for_draft()
     need_confidence = p_min > 0.0 or floors is not None
     chance = 1.0  # that every token drafted so far is accepted, by the draft's own confidence
     while True:
