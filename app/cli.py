@@ -104,6 +104,31 @@ def _add_reasoning_budget(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_samplers(p: argparse.ArgumentParser) -> None:
+    """llama-cli's flags for its further samplers, with its defaults (each off unless set)."""
+    g = p.add_argument_group("more samplers (llama-cli's flags and defaults)")
+    g.add_argument("--repeat-penalty", type=float, default=1.0, metavar="N", help="1: off (default 1.0)")
+    g.add_argument("--repeat-last-n", type=int, default=64, metavar="N", help="tokens penalised (default 64)")
+    g.add_argument("--presence-penalty", type=float, default=0.0, metavar="N", help="0: off")
+    g.add_argument("--frequency-penalty", type=float, default=0.0, metavar="N", help="0: off")
+    g.add_argument("--typical", type=float, default=1.0, metavar="N", help="locally typical sampling, 1: off")
+    g.add_argument("--top-nsigma", type=float, default=-1.0, metavar="N", help="top-n-sigma sampling, -1: off")
+    g.add_argument("--xtc-probability", type=float, default=0.0, metavar="N", help="XTC: chance to cut, 0: off")
+    g.add_argument("--xtc-threshold", type=float, default=0.1, metavar="N", help="XTC threshold (default 0.1)")
+    g.add_argument("--dynatemp-range", type=float, default=0.0, metavar="N", help="dynamic temperature, 0: off")
+    g.add_argument("--dynatemp-exp", type=float, default=1.0, metavar="N", help="its exponent (default 1.0)")
+    g.add_argument("--dry-multiplier", type=float, default=0.0, metavar="N", help="DRY penalty, 0: off")
+    g.add_argument("--dry-base", type=float, default=1.75, metavar="N", help="DRY base (default 1.75)")
+    g.add_argument("--dry-allowed-length", type=int, default=2, metavar="N", help="DRY allowed length (default 2)")
+    g.add_argument("--dry-penalty-last-n", type=int, default=64, metavar="N", help="DRY scans this many (64)")
+    g.add_argument(
+        "--dry-sequence-breaker",
+        action="append",
+        metavar="STRING",
+        help="a DRY sequence breaker (repeatable; replaces the defaults \\n : \" *; 'none' for none)",
+    )
+
+
 COST_STOP_HELP = (
     "stop each draft where one more token no longer pays: by this device's measured verify and draft costs instead of "
     "a fixed p_min (bundled runtime only)"
@@ -145,6 +170,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-p", type=float, default=0.95, help="1: off (default 0.95)")
     p.add_argument("--min-p", type=float, default=0.05, help="0: off (default 0.05)")
     p.add_argument("--seed", type=int, metavar="S")
+    _add_samplers(p)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument(
         "--logit-bias",

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from app.engine.external_policy import LOOKUP_SPEC_TYPE, load_policy, lookup_args, per_request_state, spec_types
@@ -34,7 +34,15 @@ from app.engine.types import (
     check_token_ids,
 )
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
-from app.runtime.llama_server import ExternalServer, ExternalServerError, ServerFeatures, ServerHTTPError, ServerSpec
+from app.runtime.llama_server import (
+    SAMPLING_FIELDS,
+    ExternalServer,
+    ExternalServerError,
+    ServerFeatures,
+    ServerHTTPError,
+    ServerSpec,
+)
+from app.runtime.sampling import SamplingParams
 from app.speculative.registry import NONE, POOL
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import DraftModelSource, PromptLookupSource
@@ -315,10 +323,10 @@ class ExternalSession:
         wanted["chat_template_kwargs"] = bool(request.template_kwargs)
         wanted["infill"] = request.infill is not None  # fill-in-the-middle: the server's /infill, not used here
         wanted["reasoning_budget_tokens"] = request.reasoning_budget is not None and request.reasoning_budget >= 0
-        wanted["logit_bias"] = bool(request.logit_bias or request.sampling.logit_bias)
         if any(wanted.values()):
             names = ", ".join(k for k, v in wanted.items() if v)
             raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
+        self._check_sampling(request)
         if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
             self._switch_source(spec)
         request, prompt, prompt_text, dropped = self.window.fit(request, self.templated, self.n_ctx)
@@ -401,8 +409,26 @@ class ExternalSession:
         elif spec.source == "draft" and self.base_settings.source == "draft":
             self.restart(self.base_settings)  # a server started plain (a plain default) has no draft to switch to
 
+    def _check_sampling(self, request: GenerationRequest) -> None:
+        """Refuse a sampling knob this build would drop (absent from its /props), and token ids outside its
+        vocabulary in logit_bias (llama-server skips those without a word), as the bundled runtime refuses them."""
+        default = SamplingParams()
+        dropped = [
+            f
+            for f in SAMPLING_FIELDS
+            if f != "seed" and f not in self.features.honoured and getattr(request.sampling, f) != getattr(default, f)
+        ]
+        if dropped:
+            build = self.features.build_info
+            raise InvalidRequest(f"{', '.join(dropped)}: not available on this llama-server build ({build})")
+        n_vocab = self._header.tokenizer.vocab_size if self._header else None
+        ids = tuple(k for k, _ in (*request.logit_bias, *request.sampling.logit_bias) if isinstance(k, int))
+        if ids and n_vocab:
+            check_token_ids(ids, n_vocab, "logit_bias")
+
     def _completion_body(self, request: GenerationRequest, prompt: list[int]) -> dict[str, Any]:
-        sampling = {k: v for k, v in asdict(request.sampling).items() if k in self.features.honoured}
+        fields = {f: getattr(request.sampling, f) for f in SAMPLING_FIELDS}
+        sampling = {k: v for k, v in fields.items() if k in self.features.honoured}
         if sampling.get("seed") is None:
             sampling.pop("seed", None)  # the server draws its own
         if request.sampling.greedy and "temperature" in sampling:
@@ -416,7 +442,19 @@ class ExternalSession:
             "stop": list(request.stop),
             **sampling,
             **({"grammar": request.grammar} if request.grammar is not None else {}),
+            **self._sampler_lists(request),
         }
+
+    @staticmethod
+    def _sampler_lists(request: GenerationRequest) -> dict[str, Any]:
+        """logit_bias in llama-server's list form (false bans: JSON has no -inf) and DRY's breakers, where set."""
+        out: dict[str, Any] = {}
+        bias = (*request.logit_bias, *request.sampling.logit_bias)
+        if bias:
+            out["logit_bias"] = [[key, False if b == float("-inf") else b] for key, b in bias]
+        if request.sampling.dry_on:
+            out["dry_sequence_breakers"] = list(request.dry_sequence_breakers)
+        return out
 
     def _timings(self, final: dict[str, Any] | None, n_prompt: int, n_tokens: int, wall_ms: float) -> Timings:
         raw = (final or {}).get("timings") or {}

@@ -44,6 +44,7 @@ from app.policy.content_class import CHAT, RequestClass, last_user_text
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.policy.edit_kind import classify_request
 from app.runtime.device import resolve_flash_attn
+from app.runtime.dry import Breakers, resolve_breakers
 from app.runtime.grammar import Grammar, GrammarError
 from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, Vocab
 from app.runtime.llama_mtp import mtp_unavailable_reason
@@ -395,6 +396,7 @@ class Session:
         self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
         self.cache = self._open_cache(ctx_params.flash_attn, dctx)
         self.window = RollingWindow()  # where long chats are cut, so their next turns reuse the cached window
+        self._breakers: dict[tuple[str, ...], Breakers] = {}  # DRY's sequence breakers, resolved per breaker list
         self._memory: memory.SourceMemoryStore | None = None
         self._memory_opened = False
         self.use_source_memory = config.source_memory  # switchable per request (bench: warm vs cold side by side)
@@ -603,7 +605,7 @@ class Session:
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
-        request = self._with_logit_bias(request)
+        request = self._resolved(request)
         request, prompt, text, dropped = self.window.fit(request, self.templated, self.n_ctx)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
@@ -616,12 +618,18 @@ class Session:
             if grammar is not None:
                 grammar.close()
 
-    def _with_logit_bias(self, request: GenerationRequest) -> GenerationRequest:
-        """The request with its logit_bias resolved against this vocabulary into its sampling parameters."""
-        if not request.logit_bias:
-            return request
+    def _resolved(self, request: GenerationRequest) -> GenerationRequest:
+        """The request with its logit_bias and DRY's breakers resolved against this vocabulary into its sampling."""
         vocab = self.model.vocab
         tokenize = lambda text: vocab.tokenize(text, False, False)  # noqa: E731  (llama-server: no special tokens)
+        if request.sampling.dry_on and request.sampling.dry_breakers is None:
+            breakers = self._breakers.get(request.dry_sequence_breakers)
+            if breakers is None:  # a pass over the vocabulary (~0.3 s for 49k tokens): kept for the next request
+                breakers = resolve_breakers(request.dry_sequence_breakers, vocab.all_pieces(), tokenize)
+                self._breakers = {**dict(list(self._breakers.items())[-7:]), request.dry_sequence_breakers: breakers}
+            request = replace(request, sampling=replace(request.sampling, dry_breakers=breakers))
+        if not request.logit_bias:
+            return request
         try:
             pairs = resolve_logit_bias(request.logit_bias, tokenize, vocab.n_vocab)
         except ValueError as e:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from app.engine.reasoning_budget import MAX_MESSAGE_CHARS
+from app.runtime import dry
 from app.runtime.sampling import SamplingParams, check_bias_entry
 from app.speculative.settings import SpecSettings
 
@@ -130,6 +131,9 @@ class GenerationRequest:
     # llama-server's logit_bias: (token id or text, bias) added to the target's logits (-inf bans; a text biases
     # every token of it). The engine resolves it into sampling.logit_bias against the model's vocabulary.
     logit_bias: tuple[tuple[int | str, float], ...] = ()
+    # DRY's sequence breakers as text (llama-server's dry_sequence_breakers); the engine resolves them into
+    # sampling.dry_breakers against the model's vocabulary when sampling.dry_multiplier is set.
+    dry_sequence_breakers: tuple[str, ...] = dry.DEFAULT_BREAKERS
 
     def __post_init__(self) -> None:
         if sum(x is not None for x in (self.messages, self.prompt, self.infill)) != 1:
@@ -157,6 +161,10 @@ class GenerationRequest:
         if len(self.reasoning_budget_message) > MAX_MESSAGE_CHARS:
             raise InvalidRequest(f"reasoning_budget_message: at most {MAX_MESSAGE_CHARS} characters")
         check_logit_bias(self.logit_bias)
+        try:
+            dry.check_breakers(self.dry_sequence_breakers)
+        except ValueError as e:
+            raise InvalidRequest(str(e), param="dry_sequence_breakers") from None
 
     def to_context_end(self) -> GenerationRequest:
         """This request without a token limit: as many tokens as the context window leaves after the prompt."""

@@ -38,6 +38,16 @@ SAMPLING_FIELDS = (
     "frequency_penalty",
     "repeat_last_n",
     "seed",
+    "typical_p",
+    "top_n_sigma",
+    "xtc_probability",
+    "xtc_threshold",
+    "dynatemp_range",
+    "dynatemp_exponent",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
 )
 _KEEP_LOGS = 10  # newest server logs kept in the logs folder
 

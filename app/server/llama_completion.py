@@ -24,11 +24,6 @@ R = TypeVar("R", bound="NativeCompletionRequest")
 # The neutral value of each field NativeCompletionRequest refuses otherwise (and what to use instead, if anything).
 _NOT_HONOURED: dict[str, tuple[Any, str]] = {
     "post_sampling_probs": (False, "probabilities are the model's own, from before any sampler"),
-    "mirostat": (0, "mirostat sampling is not available"),
-    "typical_p": (1.0, "typical sampling is not available"),
-    "dynatemp_range": (0.0, "dynamic temperature is not available"),
-    "xtc_probability": (0.0, "XTC sampling is not available"),
-    "dry_multiplier": (0.0, "DRY sampling is not available"),
     "ignore_eos": (False, "generation always stops at the end token"),
 }
 
@@ -51,11 +46,6 @@ class NativeCompletionRequest(CompletionRequest):
     # llama-server fields that would change the output and that the engine does not have: refused when set to
     # anything but their neutral value, never silently ignored (other unknown fields are, as everywhere).
     post_sampling_probs: Any = None
-    mirostat: Any = None
-    typical_p: Any = None
-    dynatemp_range: Any = None
-    xtc_probability: Any = None
-    dry_multiplier: Any = None
     ignore_eos: Any = None
 
 

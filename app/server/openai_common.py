@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, InvalidRequest, TokenLogprob
+from app.runtime.dry import DEFAULT_BREAKERS
 from app.runtime.sampling import SamplingParams
 from app.server.errors import ApiError
 from app.server.schemas import (
@@ -68,9 +69,21 @@ def _sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
         "top_k": req.top_k,
         "min_p": req.min_p,
         "repeat_penalty": req.repeat_penalty,
+        "repeat_last_n": req.repeat_last_n,
         "presence_penalty": req.presence_penalty,
         "frequency_penalty": req.frequency_penalty,
         "seed": seed,
+        "typical_p": req.typical_p,
+        "top_n_sigma": req.top_n_sigma,
+        "xtc_probability": req.xtc_probability,
+        "xtc_threshold": req.xtc_threshold,
+        "dynatemp_range": req.dynatemp_range,
+        "dynatemp_exponent": req.dynatemp_exponent,
+        "dry_multiplier": req.dry_multiplier,
+        # llama-server's rule: a base below 1 means its default (clients send 0 with DRY off)
+        "dry_base": None if req.dry_base is not None and req.dry_base < 1.0 else req.dry_base,
+        "dry_allowed_length": req.dry_allowed_length,
+        "dry_penalty_last_n": req.dry_penalty_last_n,
     }
     try:
         return SamplingParams(**{k: v for k, v in values.items() if v is not None or k == "seed"})
@@ -130,6 +143,9 @@ def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
 def common_refusals(req: ChatCompletionRequest | CompletionRequest) -> None:
     if req.n is not None and req.n != 1:
         raise unsupported("n", f"only n=1 is supported, got n={req.n}")
+    if req.mirostat not in (None, 0):
+        msg = f"mirostat={req.mirostat} is not supported: mirostat sampling is not available (typical_p or min_p are)"
+        raise unsupported("mirostat", msg)
     _check_max_tokens(req)
 
 
@@ -144,6 +160,7 @@ def build_generation(
     sampling = _sampling(req)
     stop = _stop(req.stop)
     limit = requested_max_tokens(req)
+    breakers = req.dry_sequence_breakers
     try:
         return GenerationRequest(
             max_tokens=fallback_max_tokens if limit is None else limit,
@@ -153,6 +170,7 @@ def build_generation(
             request_id=request_id,
             cache_prompt=req.cache_prompt,
             logit_bias=_logit_bias(req.logit_bias),
+            dry_sequence_breakers=DEFAULT_BREAKERS if breakers is None else tuple(breakers),
             **what,
         )
     except InvalidRequest as e:

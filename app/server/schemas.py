@@ -157,8 +157,22 @@ class _SamplingFields(BaseModel):
     top_k: int | None = None
     min_p: float | None = None
     repeat_penalty: float | None = None
+    repeat_last_n: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    # llama-server's further samplers, under its names (app.runtime.sampling says what each does)
+    typical_p: float | None = None
+    top_n_sigma: float | None = None
+    xtc_probability: float | None = None
+    xtc_threshold: float | None = None
+    dynatemp_range: float | None = None
+    dynatemp_exponent: float | None = None
+    dry_multiplier: float | None = None
+    dry_base: float | None = None
+    dry_allowed_length: int | None = None
+    dry_penalty_last_n: int | None = None
+    dry_sequence_breakers: list[str] | None = None
+    mirostat: int | None = None  # only 0 (off): refused otherwise, never silently ignored
     seed: int | None = None
     stop: str | list[str] | None = None
     stream: bool = False

@@ -35,6 +35,7 @@ from app.runtime.llama_server import (
     ServerHTTPError,
     ServerSpec,
 )
+from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN, SpecSettings
 
 MESSAGES = ({"role": "user", "content": "Name three colours of the rainbow."},)
@@ -137,6 +138,48 @@ def test_greedy_output_and_prompt_tokens_match_the_in_process_session(
     assert s.finish_reason == local_done.summary.finish_reason
     assert s.timings.prompt_n == len(local_prompt) and s.timings.predicted_n >= len(s.tokens)
     assert s.timings.draft_n == 0
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"dry_multiplier": 3.0, "dry_allowed_length": 2},
+        {"temperature": 1.0, "top_k": 2, "xtc_probability": 1.0, "xtc_threshold": 0.0},
+        {"temperature": 1.0, "top_k": 5, "typical_p": 0.0},
+    ],
+    ids=["dry", "xtc", "typical"],
+)
+def test_samplers_and_logit_bias_reach_the_server_and_match_the_bundled_runtime(
+    target: str, plain_external: ExternalSession, knobs: dict[str, float]
+) -> None:
+    # Deterministic settings (greedy; XTC and typical narrowed to one candidate): llama-server's own samplers give the
+    # very tokens the bundled runtime's give, DRY's breakers and the bias included, so the fields were sent and read.
+    sampling = SamplingParams(**knobs)  # type: ignore[arg-type]
+    request = GenerationRequest(
+        prompt="apple, pear, plum, fig, apple, pear, plum, fig, apple,",
+        max_tokens=16,
+        cache_prompt=False,
+        sampling=sampling,
+        logit_bias=((" plum", -5.0), (11, 1.0)),
+        dry_sequence_breakers=("\n", " fig"),
+    )
+    local = Session(_config(target, None))
+    try:
+        _, local_done = _run(local, request)
+        _, plain_done = _run(local, replace(request, sampling=SamplingParams(), logit_bias=()))
+    finally:
+        local.close()
+    _, done = _run(plain_external, request)
+    assert done.summary.tokens == local_done.summary.tokens
+    assert done.summary.tokens != plain_done.summary.tokens  # the knobs changed the reply
+
+
+def test_a_logit_bias_id_past_the_vocabulary_is_refused_as_by_the_bundled_runtime(
+    plain_external: ExternalSession,
+) -> None:
+    request = GenerationRequest(prompt="Hi", max_tokens=2, logit_bias=((49152, 1.0),))
+    with pytest.raises(InvalidToken, match="49152"):
+        _run(plain_external, request)
 
 
 def test_raw_prompt_and_stop_string(plain_external: ExternalSession) -> None:

@@ -1,0 +1,154 @@
+"""llama.cpp's further samplers over HTTP (DRY, XTC, typical, top-n-sigma, dynamic temperature), under speculation
+too: each checked by a property of the reply the sampler guarantees, not by the implementation's own maths."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.server.helpers import MODEL_ID
+
+# A raw prompt SmolLM2 goes on copying: greedy, it repeats the list; prompt lookup drafts the repeats.
+COPY = "apple, pear, plum, fig, apple, pear, plum, fig, apple, pear, plum, fig, apple,"
+LOOKUP = {"source": "lookup", "n_max": 8}
+
+
+def native(http: httpx.Client, **body: Any) -> dict[str, Any]:
+    """llama-server's /completion without the prompt cache (same logits whatever ran before), ids back."""
+    body = {"prompt": COPY, "n_predict": 24, "cache_prompt": False, "return_tokens": True, "seed": 11} | body
+    r = http.post("/completion", json=body)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def tokens_of(http: httpx.Client, text: str) -> list[int]:
+    return [int(t) for t in http.post("/tokenize", json={"content": text}).json()["tokens"]]
+
+
+def repeated_trigrams(history: list[int], start: int) -> list[int]:
+    """Positions j >= start whose trigram (history[j-2..j]) occurred earlier in history."""
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for j in range(2, len(history)):
+        tri = tuple(history[j - 2 : j + 1])
+        if j >= start and tri in seen:
+            out.append(j)
+        seen.add(tri)
+    return out
+
+
+@pytest.mark.parametrize("speculative", [None, LOOKUP], ids=["plain", "lookup"])
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_dry_stops_the_reply_extending_any_repeat(http: httpx.Client, speculative: Any, temperature: float) -> None:
+    """DRY with allowed length 2, no breakers and a penalty far above the logits' spread: no emitted token may make a
+    trigram that already occurred (it would extend a repeat of 2), whatever prompt lookup drafts."""
+    prompt = tokens_of(http, COPY)
+    extra = {"speculative": speculative} if speculative else {}
+    plain = native(http, temperature=temperature, **extra)
+    assert repeated_trigrams(prompt + plain["tokens"], len(prompt))  # without DRY the reply copies the list
+    dry = {"dry_multiplier": 50, "dry_allowed_length": 2, "dry_penalty_last_n": 256, "dry_sequence_breakers": []}
+    out = native(http, temperature=temperature, **dry, **extra)
+    assert len(out["tokens"]) == 24 and repeated_trigrams(prompt + out["tokens"], len(prompt)) == []
+    if speculative:  # lookup drafted the repeats DRY forbids, and the verify step refused them
+        assert out["timings"]["draft_n"] > out["timings"]["draft_n_accepted"]
+
+
+def test_samplers_through_the_openai_client(base_url: str) -> None:
+    """The fields as a client sends them (extra_body). Completions: DRY with its default breakers (none in the
+    list) stops the copying; a dry_base below 1 is llama-server's default, as llama-server reads it. Chat: XTC's
+    second choice, each token the second of its top_logprobs."""
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0, timeout=60)
+    ask = {"model": MODEL_ID, "prompt": COPY, "max_tokens": 24, "temperature": 0}
+    plain = client.completions.create(**ask, extra_body={"cache_prompt": False}).choices[0].text
+    dry = client.completions.create(**ask, extra_body={"cache_prompt": False, "dry_multiplier": 2.0, "dry_base": 0})
+    assert plain.count(" pear,") >= 2 and dry.choices[0].text.count(" pear,") < plain.count(" pear,")
+    xtc = {"top_k": 2, "xtc_probability": 1.0, "xtc_threshold": 0.0}
+    chat = client.chat.completions.create(
+        model=MODEL_ID,
+        messages=[{"role": "user", "content": "Name three fruits."}],
+        max_tokens=12,
+        temperature=1.0,
+        logprobs=True,
+        top_logprobs=2,
+        extra_body=xtc,
+    )
+    client.close()
+    content = chat.choices[0].logprobs.content
+    assert len(content) == 12 and all(t.token == t.top_logprobs[1].token for t in content)
+
+
+@pytest.mark.parametrize("speculative", [None, LOOKUP], ids=["plain", "lookup"])
+def test_xtc_at_threshold_0_with_top_k_2_always_takes_the_second_choice(http: httpx.Client, speculative: Any) -> None:
+    """XTC removes every token at or above its threshold but the least likely of them: with threshold 0, top_k 2
+    and probability 1 that leaves the second most likely token, at every step (a sampler, yet deterministic)."""
+    body = {"temperature": 1.0, "top_k": 2, "xtc_probability": 1.0, "xtc_threshold": 0.0, "n_probs": 2}
+    out = native(http, **body, **({"speculative": speculative} if speculative else {}))
+    probs = out["completion_probabilities"]
+    assert len(probs) == 24
+    assert all(p["id"] == p["top_logprobs"][1]["id"] for p in probs)
+
+
+def test_typical_p_0_keeps_the_most_typical_token(http: httpx.Client) -> None:
+    """Locally typical sampling keeps tokens by how near their surprise is to the entropy: at typical_p 0 only the
+    nearest stays, so with top_k 5 each token is the one of the top 5 whose -log p is nearest their entropy."""
+    out = native(http, prompt="My favourite colour is", temperature=1.0, top_k=5, typical_p=0.0, n_probs=5)
+    for p in out["completion_probabilities"]:
+        logps = [t["logprob"] for t in p["top_logprobs"]]
+        z = math.log(sum(math.exp(x) for x in logps))
+        q = [x - z for x in logps]  # log-probabilities renormalised over the top 5
+        entropy = -sum(math.exp(x) * x for x in q)
+        nearest = min(range(5), key=lambda i: abs(-q[i] - entropy))
+        assert p["id"] == p["top_logprobs"][nearest]["id"]
+
+
+def test_a_tiny_top_n_sigma_is_greedy_even_at_temperature_1(http: httpx.Client) -> None:
+    greedy = native(http, prompt="The sea is", temperature=0)
+    sigma = native(http, prompt="The sea is", temperature=1.0, top_n_sigma=1e-6, seed=3)
+    assert sigma["tokens"] == greedy["tokens"]
+
+
+def test_dynamic_temperature_around_0_samples(http: httpx.Client) -> None:
+    """temperature 0 with a dynatemp_range is not greedy (llama.cpp's temp_ext samples in [0, range]): some seed
+    gives another reply than the greedy one, and one seed gives one reply."""
+    greedy = native(http, prompt="Once upon a time", temperature=0)["content"]
+    body = {"prompt": "Once upon a time", "temperature": 0, "dynatemp_range": 1.5}
+    replies = {native(http, **body, seed=s)["content"] for s in range(4)}
+    assert replies - {greedy}
+    assert native(http, **body, seed=2)["content"] == native(http, **body, seed=2)["content"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("typical_p", 1.5),
+        ("xtc_probability", -0.1),
+        ("xtc_threshold", 2),
+        ("dynatemp_range", -1),
+        ("dry_multiplier", -1),
+        ("dry_allowed_length", -2),
+        ("dry_penalty_last_n", -5),
+        ("dry_sequence_breakers", [""]),
+        ("dry_sequence_breakers", ["x" * 41]),
+        ("top_n_sigma", "wide"),
+    ],
+)
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/completion"])
+def test_a_bad_sampler_value_is_a_400_naming_it(http: httpx.Client, route: str, field: str, value: Any) -> None:
+    body: dict[str, Any] = {"model": MODEL_ID, "max_tokens": 2, field: value}
+    body |= {"messages": [{"role": "user", "content": "Hi"}]} if route.startswith("/v1") else {"prompt": "Hi"}
+    r = http.post(route, json=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"].startswith(field)
+
+
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions", "/completion"])
+def test_mirostat_is_refused_not_ignored(http: httpx.Client, route: str) -> None:
+    body: dict[str, Any] = {"model": MODEL_ID, "max_tokens": 2, "mirostat": 2}
+    body |= {"messages": [{"role": "user", "content": "Hi"}]} if "chat" in route else {"prompt": "Hi"}
+    r = http.post(route, json=body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "mirostat"
+    assert http.post(route, json=body | {"mirostat": 0}).status_code == 200
