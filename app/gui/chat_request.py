@@ -17,6 +17,10 @@ DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     "top_k": 40,
     "min_p": 0.05,
     "repeat_penalty": 1.0,
+    # llama.cpp's DRY and XTC samplers (app.runtime.sampling), off by default as there
+    "dry_multiplier": 0.0,
+    "xtc_probability": 0.0,
+    "xtc_threshold": 0.1,
     "max_tokens": 512,
     "seed": None,
     "spec_mode": "auto",  # auto (Dynamic Draft / engine default) | off | a registered source (spec_modes())
@@ -93,6 +97,9 @@ def build_request(conv: Conversation, history: list[Message]) -> GenerationReque
             top_p=float(s["top_p"]),
             min_p=float(s["min_p"]),
             repeat_penalty=float(s["repeat_penalty"]),
+            dry_multiplier=float(s["dry_multiplier"]),
+            xtc_probability=float(s["xtc_probability"]),
+            xtc_threshold=float(s["xtc_threshold"]),
             seed=None if seed in (None, "") else int(seed),
         ),
         speculative=spec_from_settings(s),

@@ -47,6 +47,26 @@ class ConversationSettingsDialog(QDialog):
         self.top_k = _ispin(0, 1000, s["top_k"], "0 = off")
         self.min_p = _dspin(0, 1, 0.01, s["min_p"])
         self.repeat_penalty = _dspin(0.5, 2.0, 0.05, s["repeat_penalty"], "1 = off")
+        self.dry_multiplier = _off_spin(
+            "dry_multiplier",
+            5,
+            0.1,
+            s["dry_multiplier"],
+            "DRY (don't repeat yourself): a token that would extend a repeat of earlier text loses this times "
+            "1.75^(length - 2) from its logit; newlines, colons, quotes and asterisks end a repeat (llama.cpp's "
+            "--dry-multiplier; 0.8 is a common choice)",
+        )
+        self.xtc_probability = _off_spin(
+            "xtc_probability",
+            1,
+            0.05,
+            s["xtc_probability"],
+            "XTC (exclude top choices): how often the likeliest tokens above the threshold are left out, all but the "
+            "least likely of them, for less predictable text (llama.cpp's --xtc-probability; needs temperature > 0)",
+        )
+        self.xtc_threshold = _dspin(0, 0.5, 0.01, s["xtc_threshold"], "XTC's threshold (llama.cpp's --xtc-threshold)")
+        self.xtc_threshold.setObjectName("xtc_threshold")
+        self.xtc_threshold.setPrefix("threshold ")
         self.max_tokens = _ispin(1, 32768, s["max_tokens"])
         self.seed = QLineEdit("" if s["seed"] is None else str(s["seed"]))
         self.seed.setPlaceholderText("random")
@@ -108,6 +128,11 @@ class ConversationSettingsDialog(QDialog):
         form.addRow("Top-k", self.top_k)
         form.addRow("Min-p", self.min_p)
         form.addRow("Repeat penalty", self.repeat_penalty)
+        form.addRow("DRY multiplier", self.dry_multiplier)
+        xtc_row = QHBoxLayout()
+        xtc_row.addWidget(self.xtc_probability, 1)
+        xtc_row.addWidget(self.xtc_threshold, 1)
+        form.addRow("XTC probability", xtc_row)
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("Seed", self.seed)
         form.addRow("Longer than the context", self.context_overflow)
@@ -134,6 +159,9 @@ class ConversationSettingsDialog(QDialog):
             "top_k": self.top_k.value(),
             "min_p": self.min_p.value(),
             "repeat_penalty": self.repeat_penalty.value(),
+            "dry_multiplier": self.dry_multiplier.value(),
+            "xtc_probability": self.xtc_probability.value(),
+            "xtc_threshold": self.xtc_threshold.value(),
             "max_tokens": self.max_tokens.value(),
             "seed": int(seed_text) if seed_text.lstrip("-").isdigit() else None,
             "spec_mode": self.spec_mode.currentData(),
@@ -153,6 +181,14 @@ def _dspin(lo: float, hi: float, step: float, value: float, tip: str = "") -> QD
     w.setDecimals(2)
     w.setValue(float(value))
     w.setToolTip(tip)
+    return w
+
+
+def _off_spin(name: str, hi: float, step: float, value: float, tip: str) -> QDoubleSpinBox:
+    """A 0..hi box whose 0 reads "Off" (a sampler off at its neutral value)."""
+    w = _dspin(0, hi, step, value, tip)
+    w.setObjectName(name)
+    w.setSpecialValueText("Off")
     return w
 
 
