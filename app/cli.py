@@ -121,6 +121,9 @@ def _add_samplers(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dry-base", type=float, default=1.75, metavar="N", help="DRY base (default 1.75)")
     g.add_argument("--dry-allowed-length", type=int, default=2, metavar="N", help="DRY allowed length (default 2)")
     g.add_argument("--dry-penalty-last-n", type=int, default=64, metavar="N", help="DRY scans this many (64)")
+    g.add_argument("--mirostat", type=int, default=0, metavar="N", help="mirostat 1 or 2 (0: off)")
+    g.add_argument("--mirostat-lr", type=float, default=0.1, metavar="N", help="mirostat's eta (default 0.1)")
+    g.add_argument("--mirostat-ent", type=float, default=5.0, metavar="N", help="mirostat's tau (default 5.0)")
     g.add_argument(
         "--dry-sequence-breaker",
         action="append",

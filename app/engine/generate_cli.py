@@ -64,6 +64,9 @@ def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
         dry_base=args.dry_base,
         dry_allowed_length=args.dry_allowed_length,
         dry_penalty_last_n=args.dry_penalty_last_n,
+        mirostat=args.mirostat,
+        mirostat_tau=args.mirostat_ent,
+        mirostat_eta=args.mirostat_lr,
     )
 
 

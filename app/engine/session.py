@@ -43,6 +43,7 @@ from app.engine.types import (
 from app.policy.content_class import CHAT, RequestClass, last_user_text
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.policy.edit_kind import classify_request
+from app.runtime import mirostat
 from app.runtime.device import resolve_flash_attn
 from app.runtime.dry import Breakers, resolve_breakers
 from app.runtime.grammar import Grammar, GrammarError
@@ -246,6 +247,7 @@ class _Run:
     kv_held: dict[str, int] = field(default_factory=dict)
     budget: ReasoningBudget | None = None  # the request's reasoning budget (app.engine.reasoning_budget)
     forced: list[int] = field(default_factory=list)  # its forced end, committed by the next step (_forced_step)
+    mu: float = 0.0  # mirostat's state (SamplingParams.mirostat_mu), moved on by every committed draw
 
     @property
     def remaining(self) -> int:
@@ -611,6 +613,8 @@ class Session:
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
         request = replace(request, max_tokens=max_tokens, until_context_end=False)
         settings, record = self._choose_settings(n_prompt, request.speculative, request_class(request, text))
+        if request.grammar is not None and request.sampling.mirostat and not request.sampling.greedy:
+            raise InvalidRequest("mirostat with a grammar (or a JSON schema) is not supported", param="mirostat")
         grammar = self._compile_grammar(request.grammar)
         try:
             yield from saying_dropped(self._generate(request, prompt, settings, record, grammar, cancel), dropped)
@@ -669,6 +673,7 @@ class Session:
             rng=np.random.default_rng(seed),
             stream=TextStream(request.stop),
             grammar=grammar,
+            mu=mirostat.initial_mu(request.sampling.mirostat_tau),
         )
         budget = self.config.reasoning_budget if request.reasoning_budget is None else request.reasoning_budget
         if budget >= 0:
@@ -882,6 +887,11 @@ class Session:
             return token
         if params.greedy:
             return greedy_token(logits, params, history)
+        if params.mirostat:
+            p = distribution(logits, replace(params, mirostat_mu=run.mu), history)
+            token = draw(p, run.rng)
+            run.mu = mirostat.next_mu(run.mu, p, token, params.mirostat_tau, params.mirostat_eta)
+            return token
         return draw(distribution(logits, params, history), run.rng)
 
     def _logprobs(self, run: _Run, tokens: Sequence[int], rows: Sequence[int]) -> list[TokenLogprob] | None:
@@ -1098,13 +1108,22 @@ class Session:
             verdict = verify_greedy(targets, draft_tokens)
         else:
             rows: dict[int, np.ndarray] = {}
+            mus = [run.mu]  # mirostat's state at each row, as if the drafts before it were accepted
 
             def target_dist(i: int) -> np.ndarray:
-                if i not in rows:
-                    rows[i] = distribution(ctx.logits(i), params, history + draft_tokens[:i])
+                for j in range(len(rows), i + 1):  # in order: mirostat's row j needs row j - 1's draw
+                    if params.mirostat and j > 0:
+                        mus.append(mirostat.next_mu(mus[j - 1], rows[j - 1], draft_tokens[j - 1], tau, eta))
+                    at = replace(params, mirostat_mu=mus[j]) if params.mirostat else params
+                    rows[j] = distribution(ctx.logits(j), at, history + draft_tokens[:j])
                 return rows[i]
 
+            tau, eta = params.mirostat_tau, params.mirostat_eta
             verdict = verify_sampled(target_dist, draft_tokens, draft.dists, run.rng)
+            if params.mirostat:
+                a = verdict.n_accepted
+                row = target_dist(a)  # computed by the verdict already: its draw is the step's own token
+                run.mu = mirostat.next_mu(mus[a], row, verdict.next_token, tau, eta)
         if run.request.collect_margins:
             run.margins.extend(top2_margin(ctx.logits(i)) for i in range(verdict.n_accepted + 1))
         # Logprobs now: restoring after a rejection may decode again and overwrite these rows.

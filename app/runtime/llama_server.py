@@ -48,6 +48,9 @@ SAMPLING_FIELDS = (
     "dry_base",
     "dry_allowed_length",
     "dry_penalty_last_n",
+    "mirostat",
+    "mirostat_tau",
+    "mirostat_eta",
 )
 _KEEP_LOGS = 10  # newest server logs kept in the logs folder
 

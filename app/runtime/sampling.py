@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from app.runtime import dry
+from app.runtime import dry, mirostat
 
 # Exact top-p needs a sort of the vocabulary (~150k entries, several ms). Almost always the nucleus lives in the
 # few hundred most likely tokens, so look there first and fall back to the full sort only when it does not.
@@ -56,6 +56,11 @@ class SamplingParams:
     dry_allowed_length: int = 2
     dry_penalty_last_n: int = 64  # -1: the whole history
     dry_breakers: dry.Breakers | None = None  # resolved against the vocabulary by the engine
+    # Mirostat 1 or 2 (app.runtime.mirostat): replaces every sampler after the logit bias, as in llama.cpp's chain.
+    mirostat: int = 0
+    mirostat_tau: float = 5.0  # the target surprise, in bits
+    mirostat_eta: float = 0.1  # how fast mu follows
+    mirostat_mu: float | None = None  # its state at this token, the engine's to carry (None: the start, 2 * tau)
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.temperature <= 100.0):
@@ -84,11 +89,16 @@ class SamplingParams:
         _check_range("dry_base", self.dry_base, 1.0, 100.0)
         _check_range("dry_allowed_length", self.dry_allowed_length, 0, 1 << 20)
         _check_range("dry_penalty_last_n", self.dry_penalty_last_n, -1, 1 << 24)
+        if self.mirostat not in (0, 1, 2):
+            raise ValueError(f"mirostat must be 0 (off), 1 or 2; got {self.mirostat!r}")
+        _check_range("mirostat_tau", self.mirostat_tau, 0.0, 100.0)
+        _check_range("mirostat_eta", self.mirostat_eta, 0.0, 10.0)
 
     @property
     def greedy(self) -> bool:
-        # A dynamic temperature around 0 still samples (in [0, range]), as llama.cpp's temp_ext does.
-        return self.temperature < MIN_TEMPERATURE and self.dynatemp_range <= 0.0
+        # A dynamic temperature around 0 still samples (in [0, range]), as llama.cpp's temp_ext does; mirostat's chain
+        # has the plain temperature sampler instead.
+        return self.temperature < MIN_TEMPERATURE and (self.dynatemp_range <= 0.0 or self.mirostat != 0)
 
     @property
     def dry_on(self) -> bool:
@@ -101,7 +111,7 @@ class SamplingParams:
     @property
     def adjusts_logits(self) -> bool:
         """Whether adjust_logits changes anything (a bias or a penalty), so plain argmax is not enough."""
-        return bool(self.logit_bias) or self.has_penalties or self.dry_on
+        return bool(self.logit_bias) or (not self.mirostat and (self.has_penalties or self.dry_on))
 
     def for_draft(self) -> SamplingParams:
         """What a model draft samples with: these knobs but those that read the history (penalties, DRY).
@@ -109,7 +119,14 @@ class SamplingParams:
         A draft's q may be anything for exact verification; the closer to the target's p, the more is accepted, and a
         draft that bans what the target bans does not propose tokens certain to be rejected."""
         return replace(
-            self, repeat_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, dry_multiplier=0.0, dry_breakers=None
+            self,
+            repeat_penalty=1.0,
+            presence_penalty=0.0,
+            frequency_penalty=0.0,
+            dry_multiplier=0.0,
+            dry_breakers=None,
+            mirostat=0,  # its state follows the target's draws; the draft samples at the plain temperature
+            mirostat_mu=None,
         )
 
 
@@ -162,6 +179,8 @@ def adjust_logits(logits: np.ndarray, params: SamplingParams, history: Sequence[
     float64: a float32 logit near its maximum divided by a small penalty would overflow to inf (then NaN).
     """
     out = with_bias(logits, params.logit_bias)
+    if params.mirostat:
+        return out  # llama.cpp's mirostat chain: the bias, the temperature, mirostat; no penalty
     if params.has_penalties and params.repeat_last_n > 0 and history:
         _penalise(out, params, history[-params.repeat_last_n :])
     if params.dry_on and history:
@@ -207,12 +226,16 @@ def distribution(logits: np.ndarray, params: SamplingParams, history: Sequence[i
     """The exact probability vector (float64, sums to 1) that a draw with `params` samples from.
 
     Greedy parameters give a one-hot vector at the argmax. XTC drops its top tokens on a coin flip per draw, so its
-    distribution is the mixture of the two outcomes, weighted by xtc_probability.
+    distribution is the mixture of the two outcomes, weighted by xtc_probability. Mirostat's depends on its state
+    params.mirostat_mu, which the caller moves on after each draw (mirostat.next_mu).
     """
     z = adjust_logits(logits, params, history)
     n = z.shape[0]
     if params.greedy:
         return _one_hot(n, int(np.argmax(z)))
+    if params.mirostat:
+        mu = mirostat.initial_mu(params.mirostat_tau) if params.mirostat_mu is None else params.mirostat_mu
+        return mirostat.distribution(z / params.temperature, params.mirostat, params.mirostat_tau, mu)
     keep = np.ones(n, dtype=bool)
     if params.top_n_sigma > 0.0:
         finite = np.isfinite(z)

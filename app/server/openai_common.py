@@ -84,6 +84,9 @@ def _sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
         "dry_base": None if req.dry_base is not None and req.dry_base < 1.0 else req.dry_base,
         "dry_allowed_length": req.dry_allowed_length,
         "dry_penalty_last_n": req.dry_penalty_last_n,
+        "mirostat": req.mirostat,
+        "mirostat_tau": req.mirostat_tau,
+        "mirostat_eta": req.mirostat_eta,
     }
     try:
         return SamplingParams(**{k: v for k, v in values.items() if v is not None or k == "seed"})
@@ -143,9 +146,6 @@ def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
 def common_refusals(req: ChatCompletionRequest | CompletionRequest) -> None:
     if req.n is not None and req.n != 1:
         raise unsupported("n", f"only n=1 is supported, got n={req.n}")
-    if req.mirostat not in (None, 0):
-        msg = f"mirostat={req.mirostat} is not supported: mirostat sampling is not available (typical_p or min_p are)"
-        raise unsupported("mirostat", msg)
     _check_max_tokens(req)
 
 

@@ -172,7 +172,9 @@ class _SamplingFields(BaseModel):
     dry_allowed_length: int | None = None
     dry_penalty_last_n: int | None = None
     dry_sequence_breakers: list[str] | None = None
-    mirostat: int | None = None  # only 0 (off): refused otherwise, never silently ignored
+    mirostat: int | None = None
+    mirostat_tau: float | None = None
+    mirostat_eta: float | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
     stream: bool = False

@@ -43,7 +43,7 @@ def test_logit_bias_bans_a_token_and_bad_flags_are_refused_before_loading(smollm
         assert says in p.stderr and "Traceback" not in p.stderr
 
 
-def test_dry_and_xtc_flags_as_llama_clis(smollm2_path: Path) -> None:
+def test_dry_xtc_and_mirostat_flags_as_llama_clis(smollm2_path: Path) -> None:
     # The raw list SmolLM2 copies greedily; --dry-multiplier stops the copy (no breaker in it), and XTC at threshold 0
     # with --top-k 2 takes the second choice each time, so the reply differs from the greedy one at its first token.
     args = ("--model", str(smollm2_path), "--ctx-size", str(CTX), *THREADS, "--no-spec", "--temperature", "0")
@@ -53,7 +53,10 @@ def test_dry_and_xtc_flags_as_llama_clis(smollm2_path: Path) -> None:
     assert plain["text"].count(" pear,") >= 2 and dry["text"].count(" pear,") < plain["text"].count(" pear,")
     xtc, _ = generate_json(*args[:-1], "1", *prompt, "--top-k", "2", "--xtc-probability", "1", "--xtc-threshold", "0")
     assert xtc["tokens"][0] != plain["tokens"][0]
-    for flags, says in ((("--typical", "2"), "typical_p"), (("--dry-base", "0.5"), "dry_base")):
+    miro, _ = generate_json(*args[:-1], "1", *prompt, "--mirostat", "2", "--mirostat-ent", "0")
+    assert miro["tokens"] == plain["tokens"]  # mirostat 2 at tau 0 keeps only the likeliest token
+    bad = ((("--typical", "2"), "typical_p"), (("--dry-base", "0.5"), "dry_base"), (("--mirostat", "3"), "mirostat"))
+    for flags, says in bad:
         p = dynadraft("generate", *args, *prompt, *flags)
         assert p.returncode == 2, p.stderr
         assert says in p.stderr and "Traceback" not in p.stderr

@@ -146,8 +146,11 @@ def test_greedy_output_and_prompt_tokens_match_the_in_process_session(
         {"dry_multiplier": 3.0, "dry_allowed_length": 2},
         {"temperature": 1.0, "top_k": 2, "xtc_probability": 1.0, "xtc_threshold": 0.0},
         {"temperature": 1.0, "top_k": 5, "typical_p": 0.0},
+        # Mirostat 2 at tau 0 keeps only the likeliest token, and its chain has no penalty (llama.cpp's): the reply
+        # is the biased greedy one, repeat_penalty or not.
+        {"temperature": 1.0, "mirostat": 2, "mirostat_tau": 0.0, "repeat_penalty": 1.5},
     ],
-    ids=["dry", "xtc", "typical"],
+    ids=["dry", "xtc", "typical", "mirostat"],
 )
 def test_samplers_and_logit_bias_reach_the_server_and_match_the_bundled_runtime(
     target: str, plain_external: ExternalSession, knobs: dict[str, float]
@@ -167,11 +170,19 @@ def test_samplers_and_logit_bias_reach_the_server_and_match_the_bundled_runtime(
     try:
         _, local_done = _run(local, request)
         _, plain_done = _run(local, replace(request, sampling=SamplingParams(), logit_bias=()))
+        _, biased_done = _run(local, replace(request, sampling=SamplingParams()))
     finally:
         local.close()
     _, done = _run(plain_external, request)
     assert done.summary.tokens == local_done.summary.tokens
-    assert done.summary.tokens != plain_done.summary.tokens  # the knobs changed the reply
+    if "mirostat" in knobs:
+        assert done.summary.tokens == biased_done.summary.tokens
+        assert (
+            done.summary.tokens
+            != _run(plain_external, replace(request, sampling=SamplingParams(repeat_penalty=1.5)))[1].summary.tokens
+        )
+    else:
+        assert done.summary.tokens != plain_done.summary.tokens  # the knobs changed the reply
 
 
 def test_a_logit_bias_id_past_the_vocabulary_is_refused_as_by_the_bundled_runtime(

@@ -11,7 +11,7 @@ import llama_cpp.llama_cpp as L
 import numpy as np
 import pytest
 
-from app.runtime import dry
+from app.runtime import dry, mirostat
 from app.runtime.llama import Model, Vocab
 from app.runtime.sampling import SamplingParams, adjust_logits, distribution
 
@@ -138,3 +138,30 @@ def test_dynamic_temperature_around_zero_still_samples() -> None:
     assert not SamplingParams(temperature=0.0, dynatemp_range=0.5).greedy
     assert SamplingParams(temperature=0.0).greedy
 
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize(("tau", "eta"), [(5.0, 0.1), (3.0, 0.5)])
+def test_mirostat_keeps_llama_cpps_tokens_step_after_step(version: int, tau: float, eta: float) -> None:
+    """Twenty draws in a row: each step's candidates and probabilities are llama.cpp's, so its state mu (updated
+    from the token llama.cpp drew) moves as llama.cpp's does."""
+    n = 3000
+    smpl = (
+        L.llama_sampler_init_mirostat(n, 42, tau, eta, mirostat.M)
+        if version == 1
+        else L.llama_sampler_init_mirostat_v2(42, tau, eta)
+    )
+    mu = mirostat.initial_mu(tau)
+    data = (L.llama_token_data * n)()
+    for step in range(20):
+        z = _logits(100 + step, n)
+        for i in range(n):
+            data[i].id, data[i].logit, data[i].p = i, float(z[i]), 0.0
+        arr = L.llama_token_data_array(data, n, -1, False)
+        L.llama_sampler_apply(smpl, ctypes.byref(arr))
+        theirs = {arr.data[i].id: arr.data[i].p for i in range(arr.size)}
+        drawn = arr.data[arr.selected].id
+        ours = mirostat.distribution(z.astype(np.float64), version, tau, mu)
+        assert _support(ours) == set(theirs), step
+        np.testing.assert_allclose([ours[t] for t in theirs], list(theirs.values()), rtol=1e-4, atol=1e-6)
+        mu = mirostat.next_mu(mu, ours, drawn, tau, eta)
+    L.llama_sampler_free(smpl)

@@ -145,10 +145,27 @@ def test_a_bad_sampler_value_is_a_400_naming_it(http: httpx.Client, route: str, 
     assert r.json()["error"]["param"].startswith(field)
 
 
+@pytest.mark.parametrize("speculative", [None, LOOKUP], ids=["plain", "lookup"])
+def test_mirostat_2_with_tau_0_is_greedy_and_with_tau_5_samples(http: httpx.Client, speculative: Any) -> None:
+    """Mirostat 2 keeps the tokens whose surprise is at most mu, which starts at 2 tau: at tau 0 only the likeliest,
+    and mu stays 0, so the reply is the greedy one at temperature 1. At tau 5 it samples: a seed repeats its reply,
+    and some seed gives another than greedy."""
+    extra = {"speculative": speculative} if speculative else {}
+    greedy = native(http, temperature=0, **extra)["tokens"]
+    assert native(http, temperature=1.0, mirostat=2, mirostat_tau=0, **extra)["tokens"] == greedy
+    body = {"prompt": "Once upon a time", "temperature": 1.0, "mirostat": 2, "mirostat_tau": 5.0, **extra}
+    replies = [native(http, **body, seed=s)["tokens"] for s in (1, 2, 3, 1)]
+    assert replies[0] == replies[3]
+    assert any(r != native(http, prompt="Once upon a time", temperature=0)["tokens"] for r in replies)
+
+
 @pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions", "/completion"])
-def test_mirostat_is_refused_not_ignored(http: httpx.Client, route: str) -> None:
-    body: dict[str, Any] = {"model": MODEL_ID, "max_tokens": 2, "mirostat": 2}
+def test_mirostat_on_every_route_and_a_bad_version_is_a_400(http: httpx.Client, route: str) -> None:
+    body: dict[str, Any] = {"model": MODEL_ID, "max_tokens": 2, "temperature": 1.0, "seed": 1}
     body |= {"messages": [{"role": "user", "content": "Hi"}]} if "chat" in route else {"prompt": "Hi"}
-    r = http.post(route, json=body)
+    assert http.post(route, json=body | {"mirostat": 1}).status_code == 200
+    r = http.post(route, json=body | {"mirostat": 3})
     assert r.status_code == 400 and r.json()["error"]["param"] == "mirostat"
-    assert http.post(route, json=body | {"mirostat": 0}).status_code == 200
+    # With a grammar (a JSON schema) it is refused, never run without one of them.
+    r = http.post(route, json=body | {"mirostat": 2, "json_schema": {"type": "object"}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "mirostat", r.text
