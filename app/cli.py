@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
+from app.runtime import sampler_flags
 from app.runtime.device import FLASH_ATTN_MODES
 
 FLASH_ATTN_HELP = "flash attention, as llama.cpp's -fa (default: auto; recalibrate after changing it)"
@@ -104,34 +105,6 @@ def _add_reasoning_budget(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_samplers(p: argparse.ArgumentParser) -> None:
-    """llama-cli's flags for its further samplers, with its defaults (each off unless set)."""
-    g = p.add_argument_group("more samplers (llama-cli's flags and defaults)")
-    g.add_argument("--repeat-penalty", type=float, default=1.0, metavar="N", help="1: off (default 1.0)")
-    g.add_argument("--repeat-last-n", type=int, default=64, metavar="N", help="tokens penalised (default 64)")
-    g.add_argument("--presence-penalty", type=float, default=0.0, metavar="N", help="0: off")
-    g.add_argument("--frequency-penalty", type=float, default=0.0, metavar="N", help="0: off")
-    g.add_argument("--typical", type=float, default=1.0, metavar="N", help="locally typical sampling, 1: off")
-    g.add_argument("--top-nsigma", type=float, default=-1.0, metavar="N", help="top-n-sigma sampling, -1: off")
-    g.add_argument("--xtc-probability", type=float, default=0.0, metavar="N", help="XTC: chance to cut, 0: off")
-    g.add_argument("--xtc-threshold", type=float, default=0.1, metavar="N", help="XTC threshold (default 0.1)")
-    g.add_argument("--dynatemp-range", type=float, default=0.0, metavar="N", help="dynamic temperature, 0: off")
-    g.add_argument("--dynatemp-exp", type=float, default=1.0, metavar="N", help="its exponent (default 1.0)")
-    g.add_argument("--dry-multiplier", type=float, default=0.0, metavar="N", help="DRY penalty, 0: off")
-    g.add_argument("--dry-base", type=float, default=1.75, metavar="N", help="DRY base (default 1.75)")
-    g.add_argument("--dry-allowed-length", type=int, default=2, metavar="N", help="DRY allowed length (default 2)")
-    g.add_argument("--dry-penalty-last-n", type=int, default=64, metavar="N", help="DRY scans this many (64)")
-    g.add_argument("--mirostat", type=int, default=0, metavar="N", help="mirostat 1 or 2 (0: off)")
-    g.add_argument("--mirostat-lr", type=float, default=0.1, metavar="N", help="mirostat's eta (default 0.1)")
-    g.add_argument("--mirostat-ent", type=float, default=5.0, metavar="N", help="mirostat's tau (default 5.0)")
-    g.add_argument(
-        "--dry-sequence-breaker",
-        action="append",
-        metavar="STRING",
-        help="a DRY sequence breaker (repeatable; replaces the defaults \\n : \" *; 'none' for none)",
-    )
-
-
 COST_STOP_HELP = (
     "stop each draft where one more token no longer pays: by this device's measured verify and draft costs instead of "
     "a fixed p_min (bundled runtime only)"
@@ -168,12 +141,8 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="tokens to generate (default -1: until the reply ends or the context window is full)",
     )
-    p.add_argument("--temperature", type=float, default=0.8, metavar="T", help="0 for greedy (default 0.8)")
-    p.add_argument("--top-k", type=int, default=40, help="0: off (default 40)")
-    p.add_argument("--top-p", type=float, default=0.95, help="1: off (default 0.95)")
-    p.add_argument("--min-p", type=float, default=0.05, help="0: off (default 0.05)")
     p.add_argument("--seed", type=int, metavar="S")
-    _add_samplers(p)
+    sampler_flags.add(p, "sampling (llama-cli's flags and defaults)", with_defaults=True)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument(
         "--logit-bias",
@@ -228,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="also answer requests for this Host name (besides localhost; *.example allows subdomains)",
     )
     p.add_argument("--model-id", metavar="ID", help="the model name clients see (default: the file name)")
+    p.add_argument("--seed", type=int, metavar="S", help="the seed of requests that give none (default: random)")
+    sampler_flags.add(p, "sampling defaults: what a request that leaves a field out gets, as llama-server's", False)
     p.add_argument("--chat-template-file", metavar="FILE", help="a Jinja chat template instead of the model's own")
     _add_reasoning_budget(p)
     p.add_argument(

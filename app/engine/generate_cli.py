@@ -9,6 +9,7 @@ import sys
 from app.engine.session import config_from_args
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, InvalidRequest, StepEvent, TextEvent
 from app.engine.worker import Engine, print_context_notes
+from app.runtime import sampler_flags
 from app.runtime.dry import DEFAULT_BREAKERS
 from app.runtime.sampling import SamplingParams
 from app.speculative.mtp import MtpSource
@@ -44,42 +45,13 @@ def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
 
 def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
     """The sampler flags as SamplingParams (llama-cli's names; ValueError names a value out of range)."""
-    return SamplingParams(
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        seed=args.seed,
-        repeat_penalty=args.repeat_penalty,
-        repeat_last_n=args.repeat_last_n,
-        presence_penalty=args.presence_penalty,
-        frequency_penalty=args.frequency_penalty,
-        typical_p=args.typical,
-        top_n_sigma=args.top_nsigma,
-        xtc_probability=args.xtc_probability,
-        xtc_threshold=args.xtc_threshold,
-        dynatemp_range=args.dynatemp_range,
-        dynatemp_exponent=args.dynatemp_exp,
-        dry_multiplier=args.dry_multiplier,
-        dry_base=args.dry_base,
-        dry_allowed_length=args.dry_allowed_length,
-        dry_penalty_last_n=args.dry_penalty_last_n,
-        mirostat=args.mirostat,
-        mirostat_tau=args.mirostat_ent,
-        mirostat_eta=args.mirostat_lr,
-    )
-
-
-def breakers_from_args(given: list[str] | None) -> tuple[str, ...]:
-    """--dry-sequence-breaker as llama-cli reads it: the defaults unless given; 'none' among them clears them all."""
-    if given is None:
-        return DEFAULT_BREAKERS
-    return () if "none" in given else tuple(given)
+    return SamplingParams(seed=args.seed, **sampler_flags.fields(args))
 
 
 def run_generate(args: argparse.Namespace) -> int:
     try:
         sampling = sampling_from_args(args)
+        breakers = sampler_flags.breakers(args)
         spec = spec_from_args(args)
         messages: list[dict[str, str]] = []
         if args.system:
@@ -95,7 +67,7 @@ def run_generate(args: argparse.Namespace) -> int:
             stop=tuple(args.stop),
             speculative=spec,
             logit_bias=tuple(args.logit_bias),
-            dry_sequence_breakers=breakers_from_args(args.dry_sequence_breaker),
+            dry_sequence_breakers=DEFAULT_BREAKERS if breakers is None else breakers,
         )
         if args.max_tokens == -1:
             request = request.to_context_end()

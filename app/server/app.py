@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
@@ -45,6 +46,7 @@ def create_app(
     aliases: Iterable[str] = (),
     metrics: Metrics | None = None,
     browser: BrowserPolicy | None = None,
+    sampling_defaults: dict[str, Any] | None = None,
 ) -> FastAPI:
     """Build the API around one loaded Engine. Binding, threads and start/stop live in `runner.EndpointServer`.
 
@@ -60,6 +62,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
         metrics=metrics or Metrics(),
         dd_table_provider=dd_table_provider,
+        sampling_defaults=dict(sampling_defaults or {}),
     )
     app = FastAPI(title="DynaDraft", description="Local OpenAI-compatible endpoint", docs_url=None, redoc_url=None)
     app.state.dynadraft = state

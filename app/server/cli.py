@@ -8,10 +8,14 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from app.engine.session import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine, print_context_notes
+from app.runtime import sampler_flags
+from app.runtime.dry import check_breakers
+from app.runtime.sampling import SamplingParams
 from app.server.anthropic_messages import claude_environment
 from app.server.runner import EndpointError, EndpointServer, is_loopback
 
@@ -21,7 +25,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     Reads args.model, args.draft, args.host, args.port, args.api_key and, when present, args.ctx_size,
     args.threads, args.gpu_layers, args.max_queue, args.cors_origin and args.allowed_host (lists), args.model_id and
-    args.cost_stop.
+    args.cost_stop, and the sampler flags (app.runtime.sampler_flags) as the requests' defaults.
     """
     host = getattr(args, "host", None) or "127.0.0.1"
     api_key = getattr(args, "api_key", None)
@@ -40,6 +44,11 @@ def run_serve(args: argparse.Namespace) -> int:
         config = config_from_args(
             args, dynamic_draft=not getattr(args, "no_dd", False), dd_force=bool(getattr(args, "dd_force", False))
         )
+    except ValueError as e:
+        print(f"dynadraft serve: {e}", file=sys.stderr)
+        return 2
+    try:
+        sampling_defaults = _sampling_defaults(args)
     except ValueError as e:
         print(f"dynadraft serve: {e}", file=sys.stderr)
         return 2
@@ -65,6 +74,7 @@ def run_serve(args: argparse.Namespace) -> int:
         cors_origins=getattr(args, "cors_origin", None) or (),
         allowed_hosts=getattr(args, "allowed_host", None) or (),
         log_level="info",
+        sampling_defaults=sampling_defaults,
     )
     stop = threading.Event()
     try:
@@ -89,3 +99,17 @@ def run_serve(args: argparse.Namespace) -> int:
         server.stop()
         engine.close()
     return 0
+
+
+def _sampling_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """serve's sampler flags as the defaults of requests that leave those fields out (llama-server's names), checked
+    once here: a bad value stops the start with its field's name, not every request with a 400."""
+    defaults: dict[str, Any] = sampler_flags.fields(args)
+    if getattr(args, "seed", None) is not None:
+        defaults["seed"] = args.seed
+    SamplingParams(**defaults)  # ValueError names the field
+    breakers = sampler_flags.breakers(args)
+    if breakers is not None:
+        check_breakers(breakers)
+        defaults["dry_sequence_breakers"] = list(breakers)
+    return defaults

@@ -104,6 +104,7 @@ class CompletionFlow:
         if req.model:  # required by the OpenAI dialects' schemas; llama-server's native ones may leave it out
             self.check_model(req.model)
         rid = f"{prefix}{uuid.uuid4().hex}"
+        req = with_defaults(req, self.state.sampling_defaults)
         gen_req = to_generation(req, has_draft=self.state.has_draft, request_id=rid)
         gen_req = self.resolve_max_tokens(gen_req, requested_max_tokens(req))
         gen = self.submit(gen_req)
@@ -118,6 +119,14 @@ class CompletionFlow:
             return Response(status_code=499)  # nobody reads it; nginx's "client closed request"
         body = to_body(summary, id=rid, created=created, model=self.state.model_id)
         return JSONResponse(body if isinstance(body, dict) else body.model_dump(mode="json", exclude_none=True))
+
+
+def with_defaults(req: Any, defaults: dict[str, Any]) -> Any:
+    """The request with the server's sampling defaults in the fields it left out (None), as llama-server's command
+    line defaults apply to its requests."""
+    fields = getattr(type(req), "model_fields", {})
+    update = {k: v for k, v in defaults.items() if k in fields and getattr(req, k) is None}
+    return req.model_copy(update=update) if update else req
 
 
 def _failed(gen: Generation, err: EngineError) -> ApiError:

@@ -6,6 +6,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from app.runtime.dry import DEFAULT_BREAKERS
+from app.runtime.llama_server import SAMPLING_FIELDS
+from app.runtime.sampling import SamplingParams
+from app.server.openai_common import DEFAULT_TEMPERATURE
 from app.server.state import ServerState
 
 
@@ -13,7 +17,7 @@ def props(state: ServerState) -> dict[str, Any]:
     """The subset of llama-server's /props that describes this endpoint (one slot, text only, never asleep)."""
     meta = state.engine.model_meta
     return {
-        "default_generation_settings": {"n_ctx": meta.n_ctx},
+        "default_generation_settings": {"n_ctx": meta.n_ctx, "params": default_params(state)},
         "total_slots": 1,
         "model_alias": state.model_id,
         "model_path": state.engine.config.model,
@@ -24,6 +28,16 @@ def props(state: ServerState) -> dict[str, Any]:
         "build_info": f"DynaDraft ({meta.build})" if meta.build else "DynaDraft",
         "is_sleeping": False,
     }
+
+
+def default_params(state: ServerState) -> dict[str, Any]:
+    """What a request that sets no sampling field gets (llama-server's `params`, which its web UI reads): the
+    sampler's neutral values, OpenAI's temperature 1, then serve's sampler flags."""
+    neutral = SamplingParams()
+    params: dict[str, Any] = {f: getattr(neutral, f) for f in SAMPLING_FIELDS if f != "seed"}
+    params["temperature"] = DEFAULT_TEMPERATURE
+    params["dry_sequence_breakers"] = list(DEFAULT_BREAKERS)
+    return params | state.sampling_defaults
 
 
 def install(app: FastAPI, state: ServerState) -> None:

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -82,6 +83,7 @@ class EndpointServer:
         dd_table_provider: DDTableProvider | None = None,
         log_level: str = "warning",
         allowed_hosts: Sequence[str] = (),
+        sampling_defaults: dict[str, Any] | None = None,
     ) -> None:
         self.engine = engine
         self.model_id = model_id
@@ -94,6 +96,7 @@ class EndpointServer:
         self.dd_table_provider = dd_table_provider or getattr(engine, "dd_table", None)
         self.log_level = log_level
         self.allowed_hosts = tuple(allowed_hosts)  # Host names served besides localhost (DNS rebinding protection)
+        self.sampling_defaults = dict(sampling_defaults or {})  # for requests that leave a field out
         self.metrics = Metrics()  # kept across restarts so the GUI's counters don't reset on a toggle
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -137,6 +140,7 @@ class EndpointServer:
                 dd_table_provider=self.dd_table_provider,
                 metrics=self.metrics,
                 browser=BrowserPolicy.for_bind(is_loopback(self.host), self.cors_origins, self.allowed_hosts),
+                sampling_defaults=self.sampling_defaults,
             )
             config = uvicorn.Config(
                 app,

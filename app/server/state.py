@@ -26,6 +26,9 @@ class ServerState:
     max_body_bytes: int
     metrics: Metrics = field(default_factory=Metrics)
     dd_table_provider: DDTableProvider | None = None
+    # What a request that leaves a sampling field out gets, by llama-server's field names (serve's sampler flags, as
+    # llama-server's own command line sets them); empty: the dialects' defaults.
+    sampling_defaults: dict[str, Any] = field(default_factory=dict)
     created: int = field(default_factory=lambda: int(time.time()))
     _active: set[Generation] = field(default_factory=set)
     _active_lock: threading.Lock = field(default_factory=threading.Lock)

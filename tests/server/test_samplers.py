@@ -4,12 +4,14 @@ too: each checked by a property of the reply the sampler guarantees, not by the 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from tests.journeys.helpers import THREADS, dynadraft, served
 from tests.server.helpers import MODEL_ID
 
 # A raw prompt SmolLM2 goes on copying: greedy, it repeats the list; prompt lookup drafts the repeats.
@@ -169,3 +171,25 @@ def test_mirostat_on_every_route_and_a_bad_version_is_a_400(http: httpx.Client, 
     # With a grammar (a JSON schema) it is refused, never run without one of them.
     r = http.post(route, json=body | {"mirostat": 2, "json_schema": {"type": "object"}})
     assert r.status_code == 400 and r.json()["error"]["param"] == "mirostat", r.text
+
+
+def test_serves_sampler_flags_are_the_defaults_of_requests_that_leave_them_out(smollm2_path: Path) -> None:
+    """As llama-server's command line: `serve --temperature 0 --dry-multiplier 50 ...` applies to a request that sets
+    neither, a request's own field wins, /props reports them, and a bad flag stops the start naming its field."""
+    flags = ("--temperature", "0", "--dry-multiplier", "50", "--dry-penalty-last-n", "256")
+    with served("--model", str(smollm2_path), *THREADS, *flags, "--dry-sequence-breaker", "none") as (url, _):
+        root = url.removesuffix("/v1")
+        with httpx.Client(base_url=root, timeout=120) as h:
+            prompt = tokens_of(h, COPY)
+            body = {"prompt": COPY, "n_predict": 24, "cache_prompt": False, "return_tokens": True}
+            dry = h.post("/completion", json=body).json()
+            assert repeated_trigrams(prompt + dry["tokens"], len(prompt)) == []  # the server's DRY, greedy
+            own = h.post("/completion", json=body | {"dry_multiplier": 0}).json()
+            assert repeated_trigrams(prompt + own["tokens"], len(prompt))  # the request's own value wins: it copies
+            params = h.get("/props").json()["default_generation_settings"]["params"]
+            assert (
+                params["temperature"] == 0 and params["dry_multiplier"] == 50 and params["dry_sequence_breakers"] == []
+            )
+            assert params["top_k"] == 0 and params["mirostat"] == 0  # untouched: the sampler's neutral values
+    p = dynadraft("serve", "--model", str(smollm2_path), "--typical", "5")
+    assert p.returncode == 2 and "typical_p" in p.stderr and "Traceback" not in p.stderr
