@@ -165,3 +165,29 @@ def test_mirostat_keeps_llama_cpps_tokens_step_after_step(version: int, tau: flo
         np.testing.assert_allclose([ours[t] for t in theirs], list(theirs.values()), rtol=1e-4, atol=1e-6)
         mu = mirostat.next_mu(mu, ours, drawn, tau, eta)
     L.llama_sampler_free(smpl)
+
+
+@pytest.mark.parametrize(
+    ("allowed", "last_n", "base"),
+    [(0, 300, 1.75), (2, 4000, 1.75), (3, 4000, 1.0), (2, 4000, 30.0)],
+    ids=["allowed-0", "long-window", "base-1", "steep-base"],
+)
+def test_dry_on_long_and_degenerate_histories_matches_llama_cpp(
+    vocab: Vocab, allowed: int, last_n: int, base: float
+) -> None:
+    """A 4k-token window with long copies in it (and a run of one token: the longest repeats there are), no
+    breakers: what llama.cpp's Z-algorithm finds, the vectorised scan finds, the exponent's clamp included."""
+    rng = np.random.default_rng(allowed + last_n)
+    text = [int(t) for t in rng.integers(100, vocab.n_vocab, 1500)]
+    history = text + text[200:900] + [777] * 300 + text[:1200] + text[50:400] + [777] * 40
+    smpl = L.llama_sampler_init_dry(vocab.ptr, 0.5, base, allowed, last_n, None, 0)
+    zeros = np.zeros(vocab.n_vocab, dtype=np.float32)
+    theirs = _apply(smpl, zeros, history)
+    ref = np.array([-theirs[i] for i in range(vocab.n_vocab)], dtype=np.float64)
+    params = SamplingParams(
+        dry_multiplier=0.5, dry_base=base, dry_allowed_length=allowed, dry_penalty_last_n=last_n, dry_breakers=None
+    )
+    ours = -adjust_logits(zeros, params, history)
+    assert np.count_nonzero(ref) >= 1
+    assert set(np.flatnonzero(ours)) == set(np.flatnonzero(ref))
+    np.testing.assert_allclose(ours, ref, rtol=1e-4)
