@@ -115,20 +115,22 @@ class SamplingParams:
         return bool(self.logit_bias) or (not self.mirostat and (self.has_penalties or self.dry_on))
 
     def for_draft(self) -> SamplingParams:
-        """What a model draft samples with: these knobs but those that read the history (penalties, DRY).
+        """What a model draft samples with: these knobs, the history's penalties and DRY included (the draft scores
+        its own proposals with the history so far), but not mirostat, whose state follows the target's draws.
 
-        A draft's q may be anything for exact verification; the closer to the target's p, the more is accepted, and a
-        draft that bans what the target bans does not propose tokens certain to be rejected."""
-        return replace(
-            self,
-            repeat_penalty=1.0,
-            presence_penalty=0.0,
-            frequency_penalty=0.0,
-            dry_multiplier=0.0,
-            dry_breakers=None,
-            mirostat=0,  # its state follows the target's draws; the draft samples at the plain temperature
-            mirostat_mu=None,
-        )
+        A draft's q may be anything for exact verification; the closer to the target's p, the more is accepted: a
+        draft without the penalties proposed, greedy, the very repeats a penalised target had just turned down."""
+        if self.mirostat:  # its chain has no penalty either: the draft samples at the plain temperature
+            return replace(
+                self,
+                mirostat=0,
+                mirostat_mu=None,
+                repeat_penalty=1.0,
+                presence_penalty=0.0,
+                frequency_penalty=0.0,
+                dry_multiplier=0.0,
+            )
+        return self
 
 
 def _check_range(name: str, value: float, low: float, high: float) -> None:

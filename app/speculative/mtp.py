@@ -159,6 +159,7 @@ class MtpSource:
             sampling,
             rng,
             floors,
+            history,
         )
         out.draft_ms = (time.perf_counter() - t0) * 1000.0
         return out

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
-from app.runtime.sampling import SamplingParams, distribution, draw, with_bias
+from app.runtime.sampling import SamplingParams, adjust_logits, distribution, draw
 from app.speculative.adaptive import certain_depth
 from app.speculative.settings import SpecSettings
 
@@ -171,26 +171,27 @@ def _top1_probability(logits: np.ndarray) -> tuple[int, float]:
 
 def _pick_draft_token(
     logits: np.ndarray,
-    sampling: SamplingParams,
-    draft_params: SamplingParams,
+    params: SamplingParams,
     rng: np.random.Generator,
-    need_confidence: bool = True,
+    need_confidence: bool,
+    history: Sequence[int],
 ) -> tuple[int, float, np.ndarray | None]:
     """One draft token from a draft's logits: (token, its confidence, q it was drawn from or None for greedy).
 
-    Greedy (T = 0) takes the top-1 and reports its probability; T > 0 draws from q = the processed distribution,
-    which the verifier needs for exact rejection sampling. Without a confidence stop a greedy pick is the argmax
-    alone: the softmax over a 248k vocabulary (Qwen3.5/3.6) took 0.38 ms per drafted token on the dev machine's
-    Xeon core against 0.03 ms for the argmax; four of them are ~9 % of the 17 ms MTP n4 step measured on the H200.
+    Greedy (T = 0) takes the top-1 (after the bias, penalties and DRY, as the target's greedy pick) and reports its
+    probability; T > 0 draws from q = the processed distribution, which the verifier needs for exact rejection
+    sampling. Without a confidence stop a greedy pick is the argmax alone: the softmax over a 248k vocabulary
+    (Qwen3.5/3.6) took 0.38 ms per drafted token on the dev machine's Xeon core against 0.03 ms for the argmax; four
+    of them are ~9 % of the 17 ms MTP n4 step measured on the H200.
     """
-    if sampling.greedy:
-        if sampling.logit_bias:
-            logits = with_bias(logits, sampling.logit_bias)
+    if params.greedy:
+        if params.adjusts_logits:
+            logits = adjust_logits(logits, params, history)
         if not need_confidence:
             return int(np.argmax(logits)), float("nan"), None
         tok, conf = _top1_probability(logits)
         return tok, conf, None
-    q = distribution(logits, draft_params)
+    q = distribution(logits, params, history)
     return draw(q, rng), float(q.max()), q
 
 
@@ -219,15 +220,18 @@ def draft_autoregressive(
     sampling: SamplingParams,
     rng: np.random.Generator,
     floors: Sequence[float] | None = None,
+    history: Sequence[int] = (),
 ) -> None:
     """Fill `out` one token at a time: pick from `logits()`, stop below p_min, at n_max, or (the cost stop, with
     `floors`) once the product of the confidences so far falls below floors[i], else `advance(token)` (the draft
-    model decodes it) and go on. A draft shorter than n_min is dropped."""
+    model decodes it) and go on. A draft shorter than n_min is dropped. `history`: the committed tokens, which the
+    penalties and DRY read (with the draft's own tokens after them)."""
     draft_params = sampling.for_draft()
     need_confidence = p_min > 0.0 or floors is not None
     chance = 1.0  # that every token drafted so far is accepted, by the draft's own confidence
+    seen = list(history) if draft_params.adjusts_logits else []
     while True:
-        tok, conf, q = _pick_draft_token(logits(), sampling, draft_params, rng, need_confidence=need_confidence)
+        tok, conf, q = _pick_draft_token(logits(), draft_params, rng, need_confidence, seen)
         if conf < p_min:  # False for NaN: no stop asked for
             break
         if floors is not None:
@@ -241,6 +245,8 @@ def draft_autoregressive(
         out.dists.append(q)
         if len(out.tokens) >= n_max:
             break
+        if draft_params.adjusts_logits:
+            seen.append(tok)
         advance(tok)
     if len(out.tokens) < max(n_min, 1):
         if out.declined:  # the stop cut it below n_min: the whole allowed depth went undrafted
@@ -350,6 +356,7 @@ class DraftModelSource:
             sampling,
             rng,
             floors,
+            history,
         )
         out.draft_ms = (time.perf_counter() - t0) * 1000.0
         return out
