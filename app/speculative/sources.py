@@ -258,7 +258,7 @@ class DraftModelSource:
     """A second GGUF with the same vocabulary, in its own context and KV cache.
 
     Greedy top-1 drafting (T = 0) stops when the top-1 probability falls below p_min or at n_max. At T > 0 it
-    draws from its own processed distribution q (same knobs as the target, without penalties) and hands q to the
+    draws from its own processed distribution q (the target's knobs, penalties and DRY included) and hands q to the
     verifier for exact rejection sampling. A draft shorter than n_min is dropped.
     """
 
