@@ -175,6 +175,9 @@ class _SamplingFields(BaseModel):
     mirostat: int | None = None
     mirostat_tau: float | None = None
     mirostat_eta: float | None = None
+    # llama-server's that the sampler lacks: refused unless neutral (never silently ignored)
+    min_keep: int | None = None
+    adaptive_target: float | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
     stream: bool = False

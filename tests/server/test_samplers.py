@@ -162,6 +162,18 @@ def test_mirostat_2_with_tau_0_is_greedy_and_with_tau_5_samples(http: httpx.Clie
 
 
 @pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions", "/completion"])
+@pytest.mark.parametrize(("field", "value", "neutral"), [("min_keep", 5, 0), ("adaptive_target", 0.5, -1.0)])
+def test_llama_server_samplers_it_lacks_are_refused_unless_neutral(
+    http: httpx.Client, route: str, field: str, value: Any, neutral: Any
+) -> None:
+    body: dict[str, Any] = {"model": MODEL_ID, "max_tokens": 2}
+    body |= {"messages": [{"role": "user", "content": "Hi"}]} if "chat" in route else {"prompt": "Hi"}
+    r = http.post(route, json=body | {field: value})
+    assert r.status_code == 400 and r.json()["error"]["param"] == field, r.text
+    assert http.post(route, json=body | {field: neutral}).status_code == 200
+
+
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions", "/completion"])
 def test_mirostat_on_every_route_and_a_bad_version_is_a_400(http: httpx.Client, route: str) -> None:
     body: dict[str, Any] = {"model": MODEL_ID, "max_tokens": 2, "temperature": 1.0, "seed": 1}
     body |= {"messages": [{"role": "user", "content": "Hi"}]} if "chat" in route else {"prompt": "Hi"}
