@@ -20,9 +20,10 @@ import numpy as np
 from app.runtime import dry, mirostat
 
 # Exact top-p needs a sort of the vocabulary (~150k entries, several ms). Almost always the nucleus lives in the
-# few hundred most likely tokens, so look there first and fall back to the full sort only when it does not.
+# few hundred most likely tokens, so a row longer than this looks there first (those within a logit gap of the top)
+# and falls back to the full sort only when they do not hold the mass.
 _TOP_P_PREFILTER = 1024
-_TOP_K_GAPS = (4.0, 8.0, 16.0, 32.0)  # logit gaps below the maximum to look for the top k in, widening in turn
+_TOP_K_GAPS = (4.0, 8.0, 16.0, 32.0)  # logit gaps below the maximum to look for the top k (or top-p's set) in
 # Below this a temperature only sharpens the distribution to its argmax (and z / 1e-40 overflows): decode greedily.
 MIN_TEMPERATURE = 1e-4
 # A repetition penalty scales logits by up to 1/penalty; below this it is no longer a penalty but an overflow.
@@ -344,10 +345,16 @@ def _xtc(zc: np.ndarray, threshold: float) -> np.ndarray | None:
 def _top_p(zc: np.ndarray, top_p: float) -> np.ndarray:
     """The smallest set of most likely candidates whose T=1 probability mass reaches top_p (indices into zc)."""
     p = _softmax(zc)
-    n = p.shape[0]
-    cand = np.argpartition(-p, _TOP_P_PREFILTER)[:_TOP_P_PREFILTER] if n > _TOP_P_PREFILTER else np.arange(n)
-    if p[cand].sum() < top_p:
-        cand = np.arange(n)
+    cand = np.arange(p.shape[0])
+    if p.shape[0] > _TOP_P_PREFILTER:
+        # The nucleus is the most likely tokens: if those within a logit gap of the top hold top_p of the mass, it
+        # lies among them, and only they need sorting (a scan, where a partial sort of 152k entries took ~1 ms).
+        top = float(np.max(zc))
+        for gap in _TOP_K_GAPS:
+            near = np.flatnonzero(zc >= top - gap)
+            if p[near].sum() >= top_p:
+                cand = near
+                break
     order = cand[np.argsort(-p[cand], kind="stable")]
     csum = np.cumsum(p[order])
     last = int(np.searchsorted(csum, top_p)) + 1  # include the token that crosses the threshold
