@@ -278,18 +278,25 @@ def _top_n_sigma(zc: np.ndarray, n_sigma: float) -> np.ndarray:
 
 
 def _top_k(zc: np.ndarray, k: int) -> np.ndarray:
-    """The k candidates with the largest logits (indices into zc). They lie within some gap of the maximum: a linear
-    scan for those (~0.1 ms on 152k entries) and a partial sort of that few, rather than of all (~2 ms)."""
-    top = float(np.max(zc))
-    for gap in _TOP_K_GAPS:
-        near = np.flatnonzero(zc >= top - gap)
-        if near.shape[0] >= k:
-            break
-    else:
+    """The k candidates with the largest logits (indices into zc): a partial sort of those near the top (~0.1 ms to
+    find on 152k entries) rather than of all (~2 ms)."""
+    near = _near_top(zc, lambda ids: ids.shape[0] >= k)
+    if near is None:
         near = np.arange(zc.shape[0])
     if near.shape[0] > k:
         near = near[np.argpartition(-zc[near], k - 1)[:k]]
     return near
+
+
+def _near_top(zc: np.ndarray, enough: Callable[[np.ndarray], bool]) -> np.ndarray | None:
+    """The candidates within the first of _TOP_K_GAPS of the top logit for which `enough` holds, or None: what
+    top-k and top-p look for before sorting, a linear scan where most of a vocabulary lies far below the top."""
+    top = float(np.max(zc))
+    for gap in _TOP_K_GAPS:
+        near = np.flatnonzero(zc >= top - gap)
+        if enough(near):
+            return near
+    return None
 
 
 def _one_hot(n: int, token: int) -> np.ndarray:
@@ -345,16 +352,10 @@ def _xtc(zc: np.ndarray, threshold: float) -> np.ndarray | None:
 def _top_p(zc: np.ndarray, top_p: float) -> np.ndarray:
     """The smallest set of most likely candidates whose T=1 probability mass reaches top_p (indices into zc)."""
     p = _softmax(zc)
-    cand = np.arange(p.shape[0])
-    if p.shape[0] > _TOP_P_PREFILTER:
-        # The nucleus is the most likely tokens: if those within a logit gap of the top hold top_p of the mass, it
-        # lies among them, and only they need sorting (a scan, where a partial sort of 152k entries took ~1 ms).
-        top = float(np.max(zc))
-        for gap in _TOP_K_GAPS:
-            near = np.flatnonzero(zc >= top - gap)
-            if p[near].sum() >= top_p:
-                cand = near
-                break
+    # The nucleus is the most likely tokens: if those within a logit gap of the top hold top_p of the mass, it lies
+    # among them, and only they need sorting (a scan, where a partial sort of 152k entries took ~1 ms).
+    near = _near_top(zc, lambda ids: p[ids].sum() >= top_p) if p.shape[0] > _TOP_P_PREFILTER else None
+    cand = np.arange(p.shape[0]) if near is None else near
     order = cand[np.argsort(-p[cand], kind="stable")]
     csum = np.cumsum(p[order])
     last = int(np.searchsorted(csum, top_p)) + 1  # include the token that crosses the threshold

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, InvalidRequest, TokenLogprob
 from app.runtime.dry import DEFAULT_BREAKERS
+from app.runtime.llama_server import SAMPLING_FIELDS
 from app.runtime.sampling import SamplingParams
 from app.server.errors import ApiError
 from app.server.schemas import (
@@ -63,31 +64,13 @@ def _sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
                 400, f"seed must be >= 0 (or -1 for random), got {seed}", code="invalid_request", param="seed"
             )
         seed = None  # llama.cpp's convention: -1 means a random seed
-    values: dict[str, Any] = {
-        "temperature": DEFAULT_TEMPERATURE if req.temperature is None else req.temperature,
-        "top_p": req.top_p,
-        "top_k": req.top_k,
-        "min_p": req.min_p,
-        "repeat_penalty": req.repeat_penalty,
-        "repeat_last_n": req.repeat_last_n,
-        "presence_penalty": req.presence_penalty,
-        "frequency_penalty": req.frequency_penalty,
-        "seed": seed,
-        "typical_p": req.typical_p,
-        "top_n_sigma": req.top_n_sigma,
-        "xtc_probability": req.xtc_probability,
-        "xtc_threshold": req.xtc_threshold,
-        "dynatemp_range": req.dynatemp_range,
-        "dynatemp_exponent": req.dynatemp_exponent,
-        "dry_multiplier": req.dry_multiplier,
-        # llama-server's rule: a base below 1 means its default (clients send 0 with DRY off)
-        "dry_base": None if req.dry_base is not None and req.dry_base < 1.0 else req.dry_base,
-        "dry_allowed_length": req.dry_allowed_length,
-        "dry_penalty_last_n": req.dry_penalty_last_n,
-        "mirostat": req.mirostat,
-        "mirostat_tau": req.mirostat_tau,
-        "mirostat_eta": req.mirostat_eta,
-    }
+    # Every sampling field under llama-server's name, as the request's schema and SamplingParams both spell it.
+    values: dict[str, Any] = {f: getattr(req, f) for f in SAMPLING_FIELDS}
+    values["seed"] = seed
+    if req.temperature is None:
+        values["temperature"] = DEFAULT_TEMPERATURE
+    if req.dry_base is not None and req.dry_base < 1.0:
+        values["dry_base"] = None  # llama-server's rule: a base below 1 means its default (clients send 0, DRY off)
     try:
         return SamplingParams(**{k: v for k, v in values.items() if v is not None or k == "seed"})
     except ValueError as e:
