@@ -193,7 +193,7 @@ def replay_controlled(
     a SourcePool the caller built (warm-started from a source memory, say) to run instead of a cold one; the
     caller reads its end state. `behind`: tokens the draft model has not seen (a first turn); from then on the
     tokens other sources commit add to it until the draft runs, and the pool weighs that catch-up as the engine's
-    does (the tokens still wanted: the rest of the trace)."""
+    does. The tokens still wanted (the rest of the trace) reach the pool on every step, as the engine's do."""
     from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, cost_stop_step
 
     n = len(trace["output"])
@@ -210,9 +210,7 @@ def replay_controlled(
         if pool is not None:
             available = {"draft"} | ({"lookup"} if plen else set())
             catch_up = {"draft": dev.draft_prefill(depth_kv) * behind} if tracking and behind else None  # type: ignore[misc]
-            name, want = pool.choose(
-                available, {"lookup": plen} if plen else None, catch_up, n - k if tracking else None
-            )
+            name, want = pool.choose(available, {"lookup": plen} if plen else None, catch_up, n - k)
         else:
             name, want = s.source, (s.n_max if fixed else length.next_length())  # type: ignore[union-attr]
         floors = None

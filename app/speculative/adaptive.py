@@ -353,6 +353,7 @@ class SourcePool:
             if name == "none":
                 continue
             lo, hi = self._lengths(name, offers)
+            hi = min(hi, self._untested_cap(name))
             if hi < lo:
                 continue
             k, raw = best_rate(arm.length.acceptance, arm.length.cost, lo, hi, allow_zero=False)
@@ -442,8 +443,28 @@ class SourcePool:
         return out
 
     def _length(self, name: str, offers: dict[str, int]) -> int:
-        length = self.arms[name].length.next_length()
+        length = min(self.arms[name].length.next_length(), self._untested_cap(name))
         return min(length, offers[name]) if name in offers else length
+
+    def _untested_cap(self, name: str) -> int:
+        """The deepest draft `name` may run before this request has tested it (neither drafted nor scored in the
+        shadow): one whose total miss (the step costs its draft and verify, and still emits the target's one token)
+        wastes at most PROBE_BUDGET of the rest of the request at plain speed. Why: until then its acceptance is
+        the source memory's, learnt on other prompts of its class, and expected tokens per ms can call for a long
+        draft on that evidence alone. On this CPU, where a verify row costs about a decode, a remembered 0.66-0.99
+        per position made prompt lookup's first draft on a copy edit 16 tokens; none was accepted, and that one
+        verify cost 7-8 plain steps, 12-14 % of a 64-token reply (bench/results/2026-12-04-classes-v8-cpu.md). On
+        a GPU, where 16 rows cost little more than 1, the cap does not bind; after one test the estimate decides."""
+        arm = self.arms[name]
+        lo, hi = max(arm.length.n_min, 1), arm.length.n_max
+        if arm.drafted_yet or arm.shadowed or self._remaining is None or not self._decode_measured():
+            return hi
+        cost, plain = arm.length.cost, 1.0 / self._plain_rate()
+        budget = PROBE_BUDGET * self._remaining * plain
+        k = lo
+        while k < hi and cost.step(k + 1) - plain <= budget:
+            k += 1
+        return k
 
     def observe(
         self,

@@ -372,3 +372,29 @@ def test_a_wholly_accepted_peeked_draft_tests_the_proposals_next_position() -> N
 
     assert set(lengths(peek=False)) == {3}
     assert lengths(peek=True)[-10:] == [8] * 10
+
+
+def test_a_sources_first_draft_in_a_request_risks_at_most_a_probes_budget() -> None:
+    """Prompt lookup is remembered to be right 99 % of the time per position and offers 16 tokens. Before this
+    request has tested it, its draft is only as deep as a total miss can afford (PROBE_BUDGET of the rest at plain
+    speed: 5 % of 60 tokens x 40 ms = 120 ms, 3 tokens at 32 ms a verify row), where the estimate alone asks for 6;
+    once tested (drafted, or scored in the shadow), the estimate decides. Where verify rows are cheap (a GPU) or
+    the request's length is not known, the first draft is as deep as before."""
+    from app.speculative.memory import ArmMemory, warm_start_pool
+
+    def pool(verify: dict[int, float]) -> SourcePool:
+        p = SourcePool(["lookup"], 0, 16, verify_ms=dict(verify))
+        memory = ArmMemory(reward=0.05, pulls=3.0, acceptance=[0.99] * 16, draft_ms_per_token=0.0, requests=3)
+        warm_start_pool(p, {"lookup": memory, "none": ArmMemory(reward=0.02, pulls=3.0, requests=3)})
+        return p
+
+    cpu = pool(MILD_CPU_VERIFY)
+    assert cpu.choose({"lookup"}, {"lookup": 16}, None, 60) == ("lookup", 3)
+    assert pool(MILD_CPU_VERIFY).choose({"lookup"}, {"lookup": 16}, None, None) == ("lookup", 6)
+    assert pool(GPU_VERIFY).choose({"lookup"}, {"lookup": 16}, None, 60) == ("lookup", 16)
+    cpu.observe("lookup", 3, 3, 4, 0.0, MILD_CPU_VERIFY[4], peeked=(16, 16))
+    assert cpu.choose({"lookup"}, {"lookup": 16}, None, 56) == ("lookup", 6)
+
+    shadowed = pool(MILD_CPU_VERIFY)
+    shadowed.observe_shadow("lookup", 16, 1, 1)  # its first proposed token matched the committed one
+    assert shadowed.choose({"lookup"}, {"lookup": 16}, None, 59) == ("lookup", 6)
