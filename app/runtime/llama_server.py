@@ -51,6 +51,7 @@ SAMPLING_FIELDS = (
     "mirostat",
     "mirostat_tau",
     "mirostat_eta",
+    "min_keep",
 )
 _KEEP_LOGS = 10  # newest server logs kept in the logs folder
 

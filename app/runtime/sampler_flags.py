@@ -28,6 +28,7 @@ FLAGS: tuple[tuple[str, type, Any, str, str], ...] = (
     ("--mirostat", int, 0, "mirostat", "mirostat 1 or 2, 0: off"),
     ("--mirostat-lr", float, 0.1, "mirostat_eta", "mirostat's learning rate eta"),
     ("--mirostat-ent", float, 5.0, "mirostat_tau", "mirostat's target entropy tau"),
+    ("--min-keep", int, 0, "min_keep", "the fewest tokens top-p, min-p, typical and XTC leave, 0: no minimum"),
 )
 BREAKER_FLAG = "--dry-sequence-breaker"
 

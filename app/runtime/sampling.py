@@ -63,6 +63,8 @@ class SamplingParams:
     mirostat_tau: float = 5.0  # the target surprise, in bits
     mirostat_eta: float = 0.1  # how fast mu follows
     mirostat_mu: float | None = None  # its state at this token, the engine's to carry (None: the start, 2 * tau)
+    # The fewest candidates top-p, min-p, typical and XTC may leave (llama.cpp's min_keep; 0 and 1 keep one).
+    min_keep: int = 0
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.temperature <= 100.0):
@@ -95,6 +97,7 @@ class SamplingParams:
             raise ValueError(f"mirostat must be 0 (off), 1 or 2; got {self.mirostat!r}")
         _check_range("mirostat_tau", self.mirostat_tau, 0.0, 100.0)
         _check_range("mirostat_eta", self.mirostat_eta, 0.0, 10.0)
+        _check_range("min_keep", self.min_keep, 0, 1 << 24)
 
     @property
     def greedy(self) -> bool:
@@ -244,12 +247,13 @@ def distribution(logits: np.ndarray, params: SamplingParams, history: Sequence[i
     # works on k values rather than the vocabulary (a 152k-entry row cost ~9 ms in numpy with llama.cpp's defaults).
     ids: np.ndarray | None = None
     zc = z
+    keep = max(params.min_keep, 1)
     steps: list[tuple[bool, Callable[[np.ndarray], np.ndarray]]] = [
         (params.top_n_sigma > 0.0, lambda v: _top_n_sigma(v, params.top_n_sigma)),
         (0 < params.top_k < n, lambda v: _top_k(v, params.top_k)),
-        (params.typical_p < 1.0, lambda v: _typical(v, params.typical_p)),
-        (params.top_p < 1.0, lambda v: _top_p(v, params.top_p)),
-        (params.min_p > 0.0, lambda v: np.flatnonzero(v >= np.max(v) + np.log(params.min_p))),
+        (params.typical_p < 1.0, lambda v: _typical(v, params.typical_p, keep)),
+        (params.top_p < 1.0, lambda v: _top_p(v, params.top_p, keep)),
+        (params.min_p > 0.0, lambda v: _min_p(v, params.min_p, keep)),
     ]
     for on, narrow in steps:
         if on:
@@ -257,7 +261,7 @@ def distribution(logits: np.ndarray, params: SamplingParams, history: Sequence[i
             ids, zc = (sel if ids is None else ids[sel]), zc[sel]
     pc = _with_temperature(zc, params)
     if params.xtc_probability > 0.0 and params.xtc_threshold <= 0.5:
-        left = _xtc(zc, params.xtc_threshold)
+        left = _xtc(zc, params.xtc_threshold, keep)
         if left is not None:
             fired = np.zeros_like(pc)
             fired[left] = _with_temperature(zc[left], params)
@@ -324,42 +328,59 @@ def _with_temperature(zc: np.ndarray, params: SamplingParams) -> np.ndarray:
     return _softmax((zc - np.max(zc)) / temperature)
 
 
-def _typical(zc: np.ndarray, typical_p: float) -> np.ndarray:
+def _typical(zc: np.ndarray, typical_p: float, keep: int = 1) -> np.ndarray:
     """Locally typical sampling: the candidates whose surprise -log p is nearest the entropy, until their mass
-    passes typical_p (the one that passes it included), as indices into zc."""
+    passes typical_p (the one that passes it included) and at least `keep` are in, as indices into zc."""
     p = _softmax(zc)
     logp = np.log(np.maximum(p, 1e-300))
     entropy = float(-(p * logp).sum())
     order = np.argsort(np.abs(-logp - entropy), kind="stable")
     csum = np.cumsum(p[order])
-    last = int(np.searchsorted(csum, typical_p, side="right")) + 1
+    last = max(int(np.searchsorted(csum, typical_p, side="right")) + 1, keep)
     return order[: min(last, order.shape[0])]
 
 
-def _xtc(zc: np.ndarray, threshold: float) -> np.ndarray | None:
+def _xtc(zc: np.ndarray, threshold: float, keep: int = 1) -> np.ndarray | None:
     """XTC's candidates when its coin removes (indices into zc): all but those at or above `threshold` probability,
-    the least likely of them kept; None where fewer than two reach it (XTC then changes nothing)."""
+    the least likely of them kept; None where fewer than two reach it, or fewer than `keep` would be left (XTC then
+    changes nothing)."""
     if zc.shape[0] < 2:
         return None
     above = np.flatnonzero(_softmax(zc) >= threshold)
     if above.shape[0] < 2:
         return None
-    keep = np.ones(zc.shape[0], dtype=bool)
-    keep[above[np.argsort(-zc[above], kind="stable")[:-1]]] = False
-    return np.flatnonzero(keep)
+    if zc.shape[0] - (above.shape[0] - 1) < keep:
+        return None
+    left = np.ones(zc.shape[0], dtype=bool)
+    left[above[np.argsort(-zc[above], kind="stable")[:-1]]] = False
+    return np.flatnonzero(left)
 
 
-def _top_p(zc: np.ndarray, top_p: float) -> np.ndarray:
-    """The smallest set of most likely candidates whose T=1 probability mass reaches top_p (indices into zc)."""
+def _top_p(zc: np.ndarray, top_p: float, keep: int = 1) -> np.ndarray:
+    """The smallest set of most likely candidates whose T=1 probability mass reaches top_p, and at least `keep` of
+    them (indices into zc)."""
     p = _softmax(zc)
     # The nucleus is the most likely tokens: if those within a logit gap of the top hold top_p of the mass, it lies
     # among them, and only they need sorting (a scan, where a partial sort of 152k entries took ~1 ms).
-    near = _near_top(zc, lambda ids: p[ids].sum() >= top_p) if p.shape[0] > _TOP_P_PREFILTER else None
+    near = (
+        _near_top(zc, lambda ids: ids.shape[0] >= keep and p[ids].sum() >= top_p)
+        if p.shape[0] > _TOP_P_PREFILTER
+        else None
+    )
     cand = np.arange(p.shape[0]) if near is None else near
     order = cand[np.argsort(-p[cand], kind="stable")]
     csum = np.cumsum(p[order])
-    last = int(np.searchsorted(csum, top_p)) + 1  # include the token that crosses the threshold
+    last = max(int(np.searchsorted(csum, top_p)) + 1, keep)  # include the token that crosses the threshold
     return order[: min(last, order.shape[0])]
+
+
+def _min_p(zc: np.ndarray, min_p: float, keep: int = 1) -> np.ndarray:
+    """The candidates with at least min_p times the top one's probability; if fewer than `keep`, the `keep` most
+    likely (indices into zc)."""
+    sel = np.flatnonzero(zc >= np.max(zc) + np.log(min_p))
+    if sel.shape[0] >= keep:
+        return sel
+    return _top_k(zc, min(keep, zc.shape[0]))
 
 
 def draw(p: np.ndarray, rng: np.random.Generator) -> int:

@@ -129,9 +129,6 @@ def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
 def common_refusals(req: ChatCompletionRequest | CompletionRequest) -> None:
     if req.n is not None and req.n != 1:
         raise unsupported("n", f"only n=1 is supported, got n={req.n}")
-    if req.min_keep:
-        msg = f"min_keep={req.min_keep} is not supported: the samplers keep what their own rules keep (0 is accepted)"
-        raise unsupported("min_keep", msg)
     if req.adaptive_target is not None and req.adaptive_target >= 0:
         msg = f"adaptive_target={req.adaptive_target} is not supported: adaptive-p sampling is not available"
         raise unsupported("adaptive_target", msg)

@@ -55,7 +55,12 @@ def test_dry_xtc_and_mirostat_flags_as_llama_clis(smollm2_path: Path) -> None:
     assert xtc["tokens"][0] != plain["tokens"][0]
     miro, _ = generate_json(*args[:-1], "1", *prompt, "--mirostat", "2", "--mirostat-ent", "0")
     assert miro["tokens"] == plain["tokens"]  # mirostat 2 at tau 0 keeps only the likeliest token
-    bad = ((("--typical", "2"), "typical_p"), (("--dry-base", "0.5"), "dry_base"), (("--mirostat", "3"), "mirostat"))
+    bad = (
+        (("--typical", "2"), "typical_p"),
+        (("--dry-base", "0.5"), "dry_base"),
+        (("--mirostat", "3"), "mirostat"),
+        (("--min-keep", "-1"), "min_keep"),
+    )
     for flags, says in bad:
         p = dynadraft("generate", *args, *prompt, *flags)
         assert p.returncode == 2, p.stderr

@@ -191,3 +191,42 @@ def test_dry_on_long_and_degenerate_histories_matches_llama_cpp(
     assert np.count_nonzero(ref) >= 1
     assert set(np.flatnonzero(ours)) == set(np.flatnonzero(ref))
     np.testing.assert_allclose(ours, ref, rtol=1e-4)
+
+
+def _peaked(seed: int, n: int) -> np.ndarray:
+    """Logits where a handful of tokens hold most of the mass, so min_keep decides how many stay."""
+    z = _logits(seed, n)
+    z[: 3 + seed % 3] += 12.0
+    return z
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("min_keep", [0, 1, 7, 40])
+@pytest.mark.parametrize("n", [300, 4000])  # above 1024 candidates top-p scans near the top before sorting
+def test_min_keep_keeps_llama_cpps_tokens(seed: int, min_keep: int, n: int) -> None:
+    """llama.cpp's min_keep: top-p, min-p and typical keep at least that many tokens. Each sampler alone, on logits where its own rule keeps fewer, against llama.cpp's sampler with the same min_keep."""
+    z = _peaked(seed, n)
+    cases = [
+        (L.llama_sampler_init_top_p(0.9, min_keep), {"top_p": 0.9}),
+        (L.llama_sampler_init_min_p(0.05, min_keep), {"min_p": 0.05}),
+        (L.llama_sampler_init_typical(0.5, min_keep), {"typical_p": 0.5}),
+    ]
+    for smpl, knobs in cases:
+        theirs = set(_apply(smpl, z))
+        ours = _support(distribution(z, SamplingParams(temperature=1.0, min_keep=min_keep, **knobs)))  # type: ignore[arg-type]
+        assert ours == theirs, knobs
+        unbounded = _support(distribution(z, SamplingParams(temperature=1.0, **knobs)))  # type: ignore[arg-type]
+        if min_keep > len(unbounded):
+            assert len(ours) == min_keep, knobs  # it was min_keep that kept them
+
+
+@pytest.mark.parametrize("min_keep", [0, 5, 6])
+def test_xtc_does_not_cut_below_min_keep_as_in_llama_cpp(min_keep: int) -> None:
+    """Eight tokens, four above XTC's threshold: a cut leaves five, so min_keep 6 stops it, as llama.cpp's does."""
+    z = np.array([3.0, 2.9, 2.8, 2.7, 0.0, -0.5, -1.0, -1.5], dtype=np.float32)
+    theirs = set(_apply(L.llama_sampler_init_xtc(1.0, 0.1, min_keep, 7), z))
+    ours = _support(
+        distribution(z, SamplingParams(temperature=1.0, xtc_probability=1.0, xtc_threshold=0.1, min_keep=min_keep))
+    )
+    assert ours == theirs
+    assert len(ours) == (8 if min_keep == 6 else 5)
