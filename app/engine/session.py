@@ -308,6 +308,7 @@ class _StepDraft:
     dists: list[np.ndarray | None] = field(default_factory=list)
     draft_ms: float = 0.0
     declined: int = 0  # tokens the cost stop chose not to draft
+    caught_up: bool = False  # its source first fed history it had not seen (Draft.caught_up)
 
     @property
     def source_name(self) -> str:
@@ -1059,6 +1060,7 @@ class Session:
             else:
                 d = src.propose(history, depth, n_min, s.p_min, run.request.sampling, run.rng)
             draft.tokens, draft.dists, draft.draft_ms = d.tokens[:depth], d.dists[:depth], d.draft_ms
+            draft.caught_up = d.caught_up
             draft.declined += d.declined
             if d.why_empty:
                 run.idle_reasons[type(src).name] = d.why_empty
@@ -1175,9 +1177,13 @@ class Session:
                 run.pool.observe_shadow(name, proposed, matched, len(committed))
             run.peeks = {}
         elif run.adaptive is not None:
-            run.adaptive.observe(n, a, draft.draft_ms, verify_ms, draft.declined, cost_sample)
+            # A draft that first caught up on steps it sat out is no sample of its ms per token, as in the pool
+            # (SourcePool.observe): counted per token, that catch-up made the draft model look several times dearer
+            # on this CPU (57-164 ms a token after a request, 34 from its steady drafts alone; 108-594 in the source
+            # memory after a calibration), and the memory handed that on to later requests' pools.
+            run.adaptive.observe(n, a, draft.draft_ms, verify_ms, draft.declined, cost_sample, not draft.caught_up)
         elif run.stop_costs is not None and run.stop_learns and cost_sample:
-            run.stop_costs.observe(n, draft.draft_ms, verify_ms)
+            run.stop_costs.observe(n, draft.draft_ms, verify_ms, draft_sample=not draft.caught_up)
 
     def _decision_dict(self, record: DecisionRecord) -> dict[str, Any]:
         """The decision record as responses carry it; says so when speculation is off for this model (and why)."""

@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # llama.cpp loads with the first model, not with this module 
 VOCAB_MAX_SIZE_DIFFERENCE = 128
 VOCAB_CHECK_START_TOKEN_ID = 5
 CATCH_UP_SAMPLE = 16  # a draft model's prefill of at least this many tokens measures its prefill speed
+# What a draft model feeds before a draft when it drafted the step before: the target's token, and after a wholly
+# accepted draft also its own last token (drafted, never decoded).
+STEADY_SYNC = 2
 
 
 @dataclass
@@ -42,6 +45,13 @@ class Draft:
     why_empty: str = ""
     # Tokens the cost stop declined: the depth it was allowed beyond what it drafted (not rejections: never tested).
     declined: int = 0
+    # Tokens of the history a source with its own KV cache (a draft model) fed before drafting: more than
+    # STEADY_SYNC is a catch-up after steps it sat out, whose ms are in draft_ms but are no cost of its tokens.
+    synced: int = 0
+
+    @property
+    def caught_up(self) -> bool:
+        return self.synced > STEADY_SYNC
 
 
 @dataclass(frozen=True)
@@ -302,10 +312,11 @@ class DraftModelSource:
         # The cost stop picks its depth from this device's measured costs, up to the draft cap.
         return (*grid, SpecSettings(cls.name, 8, 0, 0.0, adaptive=True), SpecSettings(cls.name, 16, cost_stop=True))
 
-    def _sync(self, history: Sequence[int]) -> bool:
-        """Make the draft KV hold history[:-1] and decode history[-1] so its logits are fresh.
+    def _sync(self, history: Sequence[int]) -> int | None:
+        """Make the draft KV hold history[:-1] and decode history[-1] so its logits are fresh; returns how many
+        tokens that fed.
 
-        False when the history holds an id the draft's (smaller) vocabulary lacks: the draft cannot read it, so it
+        None when the history holds an id the draft's (smaller) vocabulary lacks: the draft cannot read it, so it
         proposes nothing for the rest of that history (the target decodes plainly; still exact)."""
         from app.runtime.llama import common_prefix
 
@@ -315,7 +326,7 @@ class DraftModelSource:
             ctx.clear()  # recurrent memory: no partial removal, so re-prefill from scratch (correct, slower)
         rest = history[len(ctx.tokens) :]
         if any(not 0 <= t < ctx.n_vocab for t in rest):
-            return False
+            return None
         t0 = time.perf_counter()
         ctx.prefill(rest)
         if len(rest) >= CATCH_UP_SAMPLE:  # a few tokens are a decode, not a prefill: their ms/token would mislead
@@ -328,7 +339,7 @@ class DraftModelSource:
                 self._checkpoint = ctx.save_state()
             except LlamaError:
                 self._checkpoint = None
-        return True
+        return len(rest)
 
     def propose(
         self,
@@ -344,8 +355,9 @@ class DraftModelSource:
         out = Draft(self.name)
         room = self.ctx.n_ctx - len(history)
         n_max = min(n_max, room)
-        if n_max <= 0 or not history or not self._sync(history):
+        if n_max <= 0 or not history or (synced := self._sync(history)) is None:
             return out
+        out.synced = synced
         draft_autoregressive(
             out,
             lambda: fit_to_vocab(self.ctx.logits(-1), self.n_target_vocab),

@@ -148,3 +148,38 @@ def test_dynadraft_generate_reports_the_catch_up_after_a_restart(smollm2_path: P
     dd = second["dynamic_draft"]
     assert dd["reason"] == "catch_up" and dd["passed_over"] == DRAFT.label() and dd["catch_up_ms"] > 0, dd
     assert second["speculative"] == LOOKUP.to_dict()
+
+
+def test_a_draft_after_steps_the_draft_model_sat_out_is_no_sample_of_its_ms_per_token(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On this CPU the adaptive length runs plain steps between drafts, so the draft model's next draft first feeds
+    the tokens it missed. Those ms are a catch-up, not a cost of the drafted tokens: the cost model learns draft ms
+    per token only from a draft that fed at most STEADY_SYNC tokens first (the cost stop's model takes the same
+    rule, Session._observe)."""
+    from app.speculative import adaptive, sources
+
+    events: list[tuple[str, int, bool]] = []
+    propose, observe = sources.DraftModelSource.propose, adaptive.CostModel.observe
+
+    def spy_propose(self, *a, **k):  # type: ignore[no-untyped-def]
+        d = propose(self, *a, **k)
+        events.append(("propose", d.synced, d.caught_up))
+        return d
+
+    def spy_observe(self, drafted, draft_ms, verify_ms, draft_sample=True):  # type: ignore[no-untyped-def]
+        events.append(("observe", drafted, draft_sample))
+        observe(self, drafted, draft_ms, verify_ms, draft_sample)
+
+    monkeypatch.setattr(sources.DraftModelSource, "propose", spy_propose)
+    monkeypatch.setattr(adaptive.CostModel, "observe", spy_observe)
+    spec = SpecSettings("draft", 8, 0, 0.0, adaptive=True)
+    _run(session, "rivers", 8, spec)  # the session's first request: verify costs get measured
+    for topic in ("tides", "glaciers"):
+        _run(session, topic, 64, spec)
+    samples = []
+    for before, after in zip(events, events[1:], strict=False):
+        if before[0] == "propose" and after[0] == "observe" and after[1] > 0:
+            samples.append((before[1], after[2]))
+    assert any(synced > sources.STEADY_SYNC for synced, _ in samples), samples  # catch-ups happened
+    assert all(taken == (synced <= sources.STEADY_SYNC) for synced, taken in samples), samples
