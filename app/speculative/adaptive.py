@@ -243,6 +243,7 @@ class AdaptiveLength:
 
 PROBE_EVERY = 16  # a source that is neither chosen nor shadow-scored is tried once after this many steps
 PROBE_BUDGET = 0.05  # a probe that needs a catch-up may cost at most this share of the request's rest at plain speed
+UNTESTED_BUDGET = PROBE_BUDGET  # the same bound on what an untested source's first draft may lose (_untested_cap)
 
 
 @dataclass
@@ -449,7 +450,7 @@ class SourcePool:
     def _untested_cap(self, name: str) -> int:
         """The deepest draft `name` may run before this request has tested it (neither drafted nor scored in the
         shadow): one whose total miss (the step costs its draft and verify, and still emits the target's one token)
-        wastes at most PROBE_BUDGET of the rest of the request at plain speed. Why: until then its acceptance is
+        wastes at most UNTESTED_BUDGET of the rest of the request at plain speed. Why: until then its acceptance is
         the source memory's, learnt on other prompts of its class, and expected tokens per ms can call for a long
         draft on that evidence alone. On this CPU, where a verify row costs about a decode, a remembered 0.66-0.99
         per position made prompt lookup's first draft on a copy edit 16 tokens; none was accepted, and that one
@@ -460,7 +461,7 @@ class SourcePool:
         if arm.drafted_yet or arm.shadowed or self._remaining is None or not self._decode_measured():
             return hi
         cost, plain = arm.length.cost, 1.0 / self._plain_rate()
-        budget = PROBE_BUDGET * self._remaining * plain
+        budget = UNTESTED_BUDGET * self._remaining * plain
         k = lo
         while k < hi and cost.step(k + 1) - plain <= budget:
             k += 1
