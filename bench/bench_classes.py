@@ -471,10 +471,14 @@ def _ceiling(timed: dict[str, dict[str, tuple[int, float]]], groups: dict[str, s
     return best, _mix([timed[n][best[groups[n]]] for n in timed])
 
 
+CLASS_PROMPTS = 2  # the quick calibration's prompts per class (runner.Plan: class_prompts=2 in quick mode)
+
+
 def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str) -> list[dict]:
     """SIMULATED per context: each policy's mix tok/s from the traces on the H200 cost curves. DD's picks are made on
-    the simulated calibration-prompt traces: per sub-class, else per class (class-aware), per class only (class-only,
-    as before sub-classes), or the general one (context-only)."""
+    the simulated calibration-prompt traces (a class's first CLASS_PROMPTS together, as the quick calibration
+    measures them): per sub-class, else per class (class-aware), per class only (class-only, as before sub-classes),
+    or the general one (context-only)."""
     from simulate import CostCurve, Device, session_table, simulate
 
     from app.calibration.runner import candidates
@@ -501,16 +505,16 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
             n = len(tr["output"])
             return n, n / r["tok_s"] * 1000.0 if r["tok_s"] else float("inf")
 
-        def best_on(tr: dict):  # type: ignore[no-untyped-def]
-            return max(grid, key=lambda x: len(tr["output"]) / tps(tr, x)[1])
+        def best_on(group: str):  # type: ignore[no-untyped-def]
+            """The best candidate on a group's calibration traces taken together (total tokens / total time), as
+            the engine's quick calibration combines a class's first CLASS_PROMPTS prompts (runner.combine_runs)."""
+            names = [calib_name(group, k) for k in range(CLASS_PROMPTS)] if group != "general" else ["calib-general"]
+            mine = [by_name[n] for n in names if n in by_name]
+            return max(grid, key=lambda x: _mix([tps(tr, x) for tr in mine]))
 
-        general = best_on(by_name["calib-general"])
-        per_class = {c: best_on(by_name[f"calib-{c}"]) for c in sorted(set(classes.values()))}
-        per_sub = {
-            u: best_on(by_name[f"calib-{u}"])
-            for u in sorted({u for u in subs.values() if u})
-            if f"calib-{u}" in by_name
-        }
+        general = best_on("general")
+        per_class = {c: best_on(c) for c in sorted(set(classes.values()))}
+        per_sub = {u: best_on(u) for u in sorted({u for u in subs.values() if u}) if f"calib-{u}" in by_name}
         picks: dict[str, list[tuple[int, float]]] = {k: [] for k in SIM_POLICIES}
         per_group: dict[str, dict[str, list[tuple[int, float]]]] = {}
         chosen = {}

@@ -9,7 +9,8 @@ calibration's source memory (bench_classes.py calibrate); it is frozen while thi
 every run starts from the same remembered state.
 lag: the adaptive length with the draft model ("n8,p0 adaptive"), when a draft that first caught up on the steps the
 draft model sat out is a sample of its ms per token (the old rule: sources.STEADY_SYNC huge) and when it is not (now);
-the ms per token its cost model holds at the end of each request, and tok/s.
+the ms per token its cost model holds at the end of each request, and tok/s. The source memory is frozen here
+too, so each request starts without a remembered estimate (H may be empty).
 """
 
 from __future__ import annotations
@@ -73,9 +74,11 @@ def cap(s: Any, prompts: list[str], repeats: int) -> list[str]:
 def lag(s: Any, prompts: list[str], repeats: int) -> list[str]:
     from bench_classes import HELD_OUT
 
+    from app.engine import memory
     from app.speculative import adaptive, sources
     from app.speculative.settings import SpecSettings
 
+    memory.remember = lambda *a, **k: None  # type: ignore[assignment]  # no request hands its estimate to the next
     learnt: list[float | None] = []
     observe = adaptive.AdaptiveLength.observe
 

@@ -1179,8 +1179,9 @@ class Session:
         elif run.adaptive is not None:
             # A draft that first caught up on steps it sat out is no sample of its ms per token, as in the pool
             # (SourcePool.observe): counted per token, that catch-up made the draft model look several times dearer
-            # on this CPU (57-164 ms a token after a request, 34 from its steady drafts alone; 108-594 in the source
-            # memory after a calibration), and the memory handed that on to later requests' pools.
+            # on this CPU (56-697 ms a token after a request, 23-30 from its steady drafts alone; 108-594 in the
+            # source memory after a calibration: bench/results/2026-12-04-first-draft.md), and the memory handed
+            # that on to later requests' pools.
             run.adaptive.observe(n, a, draft.draft_ms, verify_ms, draft.declined, cost_sample, not draft.caught_up)
         elif run.stop_costs is not None and run.stop_learns and cost_sample:
             run.stop_costs.observe(n, draft.draft_ms, verify_ms, draft_sample=not draft.caught_up)

@@ -170,6 +170,27 @@ def test_a_source_neither_chosen_nor_scored_is_probed_now_and_then() -> None:
     assert 3 <= late.count("draft") <= len(late) // 10  # yet the draft is still tried, rarely
 
 
+def test_a_probe_its_cost_stop_declined_tested_nothing_and_is_tried_again() -> None:
+    """The draft is known to fail, so plain decoding runs and the draft is probed after PROBE_EVERY steps. When the
+    probe's cost stop drafts nothing (its first token was not confident enough), nothing was tested: the draft is
+    asked again on the next step, and only a probe that drafted starts the clock again."""
+    from app.speculative.adaptive import PROBE_EVERY, WARMUP_PULLS
+
+    pool = SourcePool(["draft"], 0, 8)
+    acc = pool.arms["draft"].length.acceptance
+    acc.rates[0], acc.seen[0] = 0.01, True
+    pool.arms["draft"].pulls = pool.arms["none"].pulls = WARMUP_PULLS  # known from earlier requests
+    pool.observe("none", 0, 0, 1, 0.0, GPU_VERIFY[1])
+    for _ in range(PROBE_EVERY):
+        assert pool.choose()[0] == "none"
+        pool.observe("none", 0, 0, 1, 0.0, GPU_VERIFY[1])
+    assert pool.choose()[0] == "draft"  # the probe
+    pool.observe("draft", 0, 0, 1, 0.3, GPU_VERIFY[1], declined=1)  # the cost stop drafted nothing
+    assert pool.choose()[0] == "draft"  # asked again
+    pool.observe("draft", 1, 0, 1, 0.3, GPU_VERIFY[2])  # drafted and missed: tested
+    assert pool.choose()[0] == "none"
+
+
 def test_a_source_that_cannot_pay_even_when_always_right_is_not_tried() -> None:
     """On a small CPU (verify of b rows ~ b decodes) with the draft's cost known from earlier requests, drafting
     loses to plain decoding even at 100 % acceptance: no warm-up pulls, no probes. Where it could pay, it is tried."""
