@@ -118,13 +118,17 @@ class EngineConfig:
 
 
 def config_from_args(args: Any, **extra: Any) -> EngineConfig:
-    """The EngineConfig the CLI's shared flags describe (--model, --draft, --server-binary and the engine profile:
+    """The EngineConfig the CLI's shared flags describe (--model, --draft: a path or a local model's name, see
+    resolve_model_arg; --server-binary and the engine profile:
     --ctx-size, --batch-size, --threads, --gpu-layers, --flash-attn, resolved by `resolve_profile`, so every
     subcommand gets the same defaults); `extra` sets the rest."""
+    from app.models.local import resolve_model_arg
+
     budget = getattr(args, "reasoning_budget", None)
+    draft = getattr(args, "draft", None)
     return config_with_profile(
-        args.model,
-        getattr(args, "draft", None),
+        str(resolve_model_arg(args.model)),
+        str(resolve_model_arg(draft, "--draft")) if draft else None,
         profile_from_args(args),
         server_binary=getattr(args, "server_binary", None),
         chat_template=_read_text(getattr(args, "chat_template_file", None)),

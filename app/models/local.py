@@ -93,6 +93,33 @@ def integrity_label(m: LocalModel) -> str:
     return "not verified (not downloaded by DynaDraft)"
 
 
+def resolve_model_arg(arg: str, flag: str = "--model", models_dir: Path | None = None) -> Path:
+    """A --model / --draft argument as a GGUF path: the file itself, or else the one GGUF in the models folder or
+    the packaged models' cache whose file name is or contains it, case aside (`dynadraft serve --model smollm2`, as
+    `lms load` and `ollama run` take a name). ValueError says what matched, or what is here, when that is not
+    exactly one file."""
+    path = Path(arg).expanduser()
+    if path.is_file():
+        return path
+    if "/" in arg or "\\" in arg:  # a path: only that file will do
+        raise ValueError(f"{flag}: model not found: {arg} (no such file)")
+    from app.models.packaged import cache_dir
+
+    here = sorted({*find_ggufs(models_dir or get_paths().models), *find_ggufs(cache_dir())}, key=lambda p: p.name)
+    key = arg.lower()
+    hits = [p for p in here if p.stem.lower() == key] or [p for p in here if key in p.name.lower()]
+    if len({p.name for p in hits}) == 1:
+        return hits[0]
+    if hits:
+        names = ", ".join(sorted({p.name for p in hits}))
+        raise ValueError(f"{flag} {arg!r} matches {len(hits)} models ({names}): give more of the name, or a path")
+    listed = f"; models here: {', '.join(p.name for p in here)}" if here else ""
+    raise ValueError(
+        f"{flag} {arg!r}: no such file, and no model here has it in its name{listed} "
+        "(`dynadraft pull ID` downloads one; `dynadraft models --catalog` lists the IDs)"
+    )
+
+
 def list_local_models(models_dir: Path | None = None, catalog: Catalog | None = None) -> list[LocalModel]:
     """Every model in the models folder with format and compatibility; unreadable files are listed with the error."""
     root = models_dir or get_paths().models

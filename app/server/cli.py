@@ -33,9 +33,6 @@ def run_serve(args: argparse.Namespace) -> int:
         # Checked before loading the model so the user learns it in a second, not after a long load.
         print(f"dynadraft serve: binding {host} (beyond loopback) requires --api-key", file=sys.stderr)
         return 2
-    if not Path(args.model).is_file():
-        print(f"dynadraft serve: model not found: {args.model}", file=sys.stderr)
-        return 2
     template = getattr(args, "chat_template_file", None)
     if template and not Path(template).is_file():
         print(f"dynadraft serve: chat template not found: {template}", file=sys.stderr)
@@ -79,7 +76,7 @@ def run_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     try:
         server.start()
-        model = server.model_id or Path(args.model).stem
+        model = server.model_id or Path(config.model).stem
         print(f"dynadraft serve: {server.url}/v1 (model {model}); Ctrl+C stops", flush=True)
         print(f"dynadraft serve: Dynamic Draft: {engine.call(lambda s: s.dd_status)}", flush=True)
         env = claude_environment(server.url, model, "<your --api-key>" if api_key else "")

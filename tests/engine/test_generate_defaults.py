@@ -65,3 +65,29 @@ def test_dry_xtc_and_mirostat_flags_as_llama_clis(smollm2_path: Path) -> None:
         p = dynadraft("generate", *args, *prompt, *flags)
         assert p.returncode == 2, p.stderr
         assert says in p.stderr and "Traceback" not in p.stderr
+
+
+def test_model_by_name_from_the_models_folder_as_lms_load_and_ollama_take_it(
+    smollm2_path: Path, tmp_path: Path
+) -> None:
+    """--model takes a path, or the name of a GGUF in the models folder (or the packaged models' cache): its file
+    name, case aside, or a part of it that only one model has. Two matches, none, or a missing path are refused
+    before anything loads, saying what is there."""
+    models = tmp_path / "home" / "models"
+    models.mkdir(parents=True)
+    for name in ("demo-chat.gguf", "demo-code.gguf"):
+        (models / name).symlink_to(smollm2_path)
+    env = {"DYNADRAFT_HOME": str(tmp_path / "home")}
+    args = ("--ctx-size", str(CTX), *THREADS, "--no-spec", "--temperature", "0", "--prompt", "Hi", "--max-tokens", "2")
+    by_path, _ = generate_json("--model", str(smollm2_path), *args, env=env)
+    for name in ("demo-chat", "DEMO-CODE.gguf", smollm2_path.stem.upper()):
+        by_name, _ = generate_json("--model", name, *args, env=env)
+        assert by_name["tokens"] == by_path["tokens"], name
+    refused = {
+        "demo": "matches 2 models (demo-chat.gguf, demo-code.gguf)",
+        "no-such-model": "no model here has it in its name; models here: ",
+        str(tmp_path / "missing.gguf"): "model not found: ",
+    }
+    for name, says in refused.items():
+        p = dynadraft("generate", "--model", name, *args, env=env)
+        assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr, p.stderr
