@@ -111,10 +111,13 @@ COST_STOP_HELP = (
 )
 
 
+MODEL_HELP = "target GGUF model: a path, or the name of one in the models folder (its file name, or a part of it)"
+
+
 def _add_generate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="generate text from a prompt (with speculative decoding)")
-    p.add_argument("--model", required=True, metavar="PATH", help="target GGUF model")
-    p.add_argument("--draft", metavar="PATH", help="draft GGUF model (same vocabulary as the target)")
+    p.add_argument("--model", required=True, metavar="PATH", help=MODEL_HELP)
+    p.add_argument("--draft", metavar="PATH", help="draft GGUF model, path or name (same vocabulary as the target)")
     p.add_argument("--lookup", action="store_true", help="draft with prompt n-gram lookup instead of a draft model")
     p.add_argument(
         "--mtp",
@@ -172,8 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(sub)
 
     p = sub.add_parser("serve", help="run the local OpenAI-compatible endpoint (headless)")
-    p.add_argument("--model", required=True, metavar="PATH")
-    p.add_argument("--draft", metavar="PATH")
+    p.add_argument("--model", required=True, metavar="PATH", help=MODEL_HELP)
+    p.add_argument("--draft", metavar="PATH", help="draft GGUF model, path or name")
     p.add_argument("--host", default="127.0.0.1", metavar="H")
     p.add_argument("--port", type=int, default=8080, metavar="P")
     p.add_argument("--api-key", metavar="K", help="required when binding beyond loopback")
@@ -217,8 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_lazy("app.server.cli", "run_serve"))
 
     p = sub.add_parser("calibrate", help="measure the draft-settings frontier on this device (Dynamic Draft)")
-    p.add_argument("--model", required=True, metavar="PATH")
-    p.add_argument("--draft", metavar="PATH")
+    p.add_argument("--model", required=True, metavar="PATH", help=MODEL_HELP)
+    p.add_argument("--draft", metavar="PATH", help="draft GGUF model, path or name")
     m = p.add_mutually_exclusive_group(required=True)
     m.add_argument("--quick", action="store_true")
     m.add_argument("--full", action="store_true")
