@@ -471,21 +471,19 @@ def _ceiling(timed: dict[str, dict[str, tuple[int, float]]], groups: dict[str, s
     return best, _mix([timed[n][best[groups[n]]] for n in timed])
 
 
-CLASS_PROMPTS = 2  # the quick calibration's prompts per class (runner.Plan: class_prompts=2 in quick mode)
-
-
 def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str) -> list[dict]:
     """SIMULATED per context: each policy's mix tok/s from the traces on the H200 cost curves. DD's picks are made on
-    the simulated calibration-prompt traces (a class's first CLASS_PROMPTS together, as the quick calibration
-    measures them): per sub-class, else per class (class-aware), per class only (class-only, as before sub-classes),
+    the simulated calibration-prompt traces (a class's first prompts together, as many as the quick calibration
+    measures): per sub-class, else per class (class-aware), per class only (class-only, as before sub-classes),
     or the general one (context-only)."""
     from simulate import CostCurve, Device, session_table, simulate
 
-    from app.calibration.runner import candidates
+    from app.calibration.runner import candidates, plan_for
 
     costs = json.loads(Path(costs_path).read_text())["models"]
     dev = Device(CostCurve(costs[target]["ms"]), CostCurve(costs[draft]["ms"]))
     grid = candidates(("draft", "lookup"), "quick")  # the same candidates the CPU calibration measures
+    class_prompts = plan_for(4096, grid, "quick", None).class_prompts  # and as many prompts per class
     by_name = {t["name"]: t for t in traces}
     work = [t for t in traces if not t["name"].startswith("calib-")]
     detected = held_out_classes()
@@ -507,8 +505,8 @@ def simulated_rows(traces: list[dict], costs_path: str, target: str, draft: str)
 
         def best_on(group: str):  # type: ignore[no-untyped-def]
             """The best candidate on a group's calibration traces taken together (total tokens / total time), as
-            the engine's quick calibration combines a class's first CLASS_PROMPTS prompts (runner.combine_runs)."""
-            names = [calib_name(group, k) for k in range(CLASS_PROMPTS)] if group != "general" else ["calib-general"]
+            the engine's quick calibration combines a class's first prompts (runner.combine_runs)."""
+            names = [calib_name(group, k) for k in range(class_prompts)] if group != "general" else ["calib-general"]
             mine = [by_name[n] for n in names if n in by_name]
             return max(grid, key=lambda x: _mix([tps(tr, x) for tr in mine]))
 
@@ -625,12 +623,7 @@ def held_out_oracle(runs: dict) -> float | None:
     for p in runs["prompts"]:
         safe = {k: v["repeats"] for k, v in p["runs"].items() if v["safe"]}
         for pick_on, time_on in ((0, 1), (1, 0)):
-
-            def speed(reps: list[dict], half: int = pick_on) -> float:
-                part = reps[half::2]
-                return sum(r["tokens"] for r in part) / max(sum(r["ms"] for r in part), 1e-9)
-
-            best = max(safe, key=lambda k: speed(safe[k]))
+            best = max(safe, key=lambda k: _mix([(r["tokens"], r["ms"]) for r in safe[k][pick_on::2]]))
             timed += [(r["tokens"], r["ms"]) for r in safe[best][time_on::2]]
     return _mix(timed)
 

@@ -108,12 +108,14 @@ def resolve_model_arg(arg: str, flag: str = "--model", models_dir: Path | None =
     here = sorted({*find_ggufs(models_dir or get_paths().models), *find_ggufs(cache_dir())}, key=lambda p: p.name)
     key = arg.lower()
     hits = [p for p in here if p.stem.lower() == key] or [p for p in here if key in p.name.lower()]
-    if len({p.name for p in hits}) == 1:
+    names = sorted({p.name for p in hits})  # a packaged model linked into the models folder is there twice
+    if len(names) == 1:
         return hits[0]
-    if hits:
-        names = ", ".join(sorted({p.name for p in hits}))
-        raise ValueError(f"{flag} {arg!r} matches {len(hits)} models ({names}): give more of the name, or a path")
-    listed = f"; models here: {', '.join(p.name for p in here)}" if here else ""
+    if names:
+        raise ValueError(
+            f"{flag} {arg!r} matches {len(names)} models ({', '.join(names)}): give more of the name, or a path"
+        )
+    listed = f"; models here: {', '.join(sorted({p.name for p in here}))}" if here else ""
     raise ValueError(
         f"{flag} {arg!r}: no such file, and no model here has it in its name{listed} "
         "(`dynadraft pull ID` downloads one; `dynadraft models --catalog` lists the IDs)"

@@ -457,7 +457,7 @@ class SourcePool:
         verify cost 7-8 plain steps, 12-14 % of a 64-token reply (bench/results/2026-12-04-classes-v8-cpu.md). On
         a GPU, where 16 rows cost little more than 1, the cap does not bind; after one test the estimate decides."""
         arm = self.arms[name]
-        lo, hi = max(arm.length.n_min, 1), arm.length.n_max
+        lo, hi = self._lengths(name, {})
         if arm.drafted_yet or arm.shadowed or self._remaining is None or not self._decode_measured():
             return hi
         cost, plain = arm.length.cost, 1.0 / self._plain_rate()
