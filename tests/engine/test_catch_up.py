@@ -171,8 +171,18 @@ def test_a_draft_after_steps_the_draft_model_sat_out_is_no_sample_of_its_ms_per_
         events.append(("observe", drafted, draft_sample))
         observe(self, drafted, draft_ms, verify_ms, draft_sample)
 
+    # Plain steps between drafts, whatever the measured costs say: on a loaded machine the adaptive length
+    # sometimes drafted on every step of both requests, so no draft ever caught up and the rule went untested.
+    steps = iter(range(1 << 20))
+    next_length = adaptive.AdaptiveLength.next_length
+
+    def every_fourth_step_drafts(self):  # type: ignore[no-untyped-def]
+        k = next_length(self)
+        return max(k, 1) if next(steps) % 4 == 3 else 0
+
     monkeypatch.setattr(sources.DraftModelSource, "propose", spy_propose)
     monkeypatch.setattr(adaptive.CostModel, "observe", spy_observe)
+    monkeypatch.setattr(adaptive.AdaptiveLength, "next_length", every_fourth_step_drafts)
     spec = SpecSettings("draft", 8, 0, 0.0, adaptive=True)
     _run(session, "rivers", 8, spec)  # the session's first request: verify costs get measured
     for topic in ("tides", "glaciers"):
