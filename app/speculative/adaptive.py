@@ -35,6 +35,12 @@ EMA_ALPHA = 0.15  # ~7-step memory: fast enough to follow a change of content, s
 PRIOR_ACCEPT = 0.6  # optimistic start so depth gets tried before evidence exists
 MAX_POSITIONS = 64
 WARMUP_PULLS = 3
+# Plain decoding's warm-up once a 1-row decode's ms are measured (the session shares them across requests): none,
+# as it has no acceptance to learn. Warmed up like a source, it forced plain steps into every request whose
+# remembered plain pulls had decayed below WARMUP_PULLS, which is every request where drafting keeps winning: the
+# pool over all class traces ran 96.86 -> 98.40 tok/s at 512 and 81.20 -> 82.05 at 8k without them (SIMULATED,
+# H200 curves, bench/results/2026-12-06-plain-warm-up.md).
+PLAIN_WARMUP_PULLS = 0
 
 
 @dataclass
@@ -338,7 +344,8 @@ class SourcePool:
         for name, arm in arms.items():
             if name in no_gain:
                 continue
-            if arm.pulls < WARMUP_PULLS and not arm.shadowed:
+            warm_up = PLAIN_WARMUP_PULLS if name == "none" and self._decode_measured() else WARMUP_PULLS
+            if arm.pulls < warm_up and not arm.shadowed:
                 known = arm.length.acceptance.seen[0]
                 if self._could_pay(name, offers) and (not known or self._probe_affordable(name)):
                     return self._chosen(name, self._length(name, offers) if name != "none" else 0)
@@ -485,7 +492,8 @@ class SourcePool:
         the first `drafted`."""
         arm = self.arms[source]
         if self.step_cost is not None:
-            draft_ms = self.step_cost(source, drafted) - self.step_cost("none", 0) if drafted else 0.0
+            # The step's own verify is its verify_ms: the draft's share is what the source adds to that batch.
+            draft_ms = self.step_cost(source, drafted) - self.step_cost("none", drafted) if drafted else 0.0
             verify_ms = self.step_cost("none", drafted)
             cost_sample = True  # a profile has no one-off work
         elif drafted and not arm.drafted_yet:

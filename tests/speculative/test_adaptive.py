@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, profile_cost
 
 # ms by verify batch size: a cheap verify, shaped like the 1.5B on an H200 (../shared/MODELS.md: 8 tokens ~1.84x one)
 GPU_VERIFY = dict(enumerate([2.8, 2.9, 3.2, 3.5, 3.9, 4.3, 4.7, 5.2, 5.6], start=1))
@@ -79,7 +79,31 @@ def _pool_run(rates: dict[str, tuple[float, float]], steps: int, seed: int) -> d
 def test_pool_converges_to_the_better_source_and_still_explores() -> None:
     shares = _pool_run({"draft": (0.5, 1.5), "lookup": (0.95, 0.01)}, 400, seed=1)
     assert shares["lookup"] > 0.7 * 400
-    assert shares["draft"] >= 3 and shares["none"] >= 3  # exploration kept trying the others
+    assert shares["draft"] >= 3  # exploration kept trying the other source
+    # Plain decoding has nothing to explore once one plain step has measured its cost: it is 1 token per decode.
+    assert shares["none"] >= 1
+
+
+def test_plain_decoding_is_warmed_up_only_until_a_decode_is_measured() -> None:
+    """Plain decoding's only unknown is its cost: with a 1-row decode measured (the session's shared verify costs),
+    a request whose remembered plain pulls decayed below the warm-up does not spend its first steps on plain
+    decoding; without that measurement plain decoding is tried first, as before."""
+    measured = SourcePool(["lookup"], 0, 8, verify_ms=dict(GPU_VERIFY))
+    measured.arms["lookup"].pulls = 3  # a remembered source, past its own warm-up
+    assert measured.choose()[0] == "lookup"
+    cold = SourcePool(["lookup"], 0, 8)
+    cold.arms["lookup"].pulls = 3
+    assert cold.choose()[0] == "none"
+
+
+def test_a_device_profile_charges_a_draft_only_what_it_adds_to_the_verify() -> None:
+    """Under a cost profile the step costs step_cost(source, k): the verify of k+1 rows plus k drafted tokens. The
+    draft's share is the k tokens alone (it once also held the verify's growth over 1 row, counted twice)."""
+    profile = profile_cost([1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8], {"draft": 0.1})
+    pool = SourcePool(["draft"], 0, 8, step_cost=profile)
+    pool.observe("draft", 4, 4, 5, 999.0, 999.0)  # measured ms are ignored under a profile
+    assert abs(pool.arms["draft"].length.cost.draft_ms_per_token - 0.1) < 1e-9
+    assert abs(pool.arms["draft"].reward - 5 / 1.8) < 1e-9  # 5 tokens for one step of profile cost 1.4 + 0.4
 
 
 def test_pool_picks_plain_decoding_when_no_source_pays() -> None:
