@@ -41,7 +41,10 @@ def _run(s: Any, user: str, spec: Any) -> Any:
     return [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
 
 
-def cap(s: Any, prompts: list[str], repeats: int) -> list[str]:
+def pool_side_by_side(s: Any, prompts: list[str], repeats: int, knob: str, arms: dict[str, Any]) -> list[str]:
+    """The pool ("pool n16,p0,cost") on each held-out prompt with `adaptive.<knob>` set to each arm's value (an arm
+    named "plain" runs plain decoding), interleaved in alternating order, the source memory frozen so every run
+    starts alike; a markdown table of each arm's median tok/s, its runs and drafted/accepted counts."""
     from bench_classes import HELD_OUT
 
     from app.engine import memory
@@ -50,15 +53,14 @@ def cap(s: Any, prompts: list[str], repeats: int) -> list[str]:
 
     memory.remember = lambda *a, **k: None  # type: ignore[assignment]  # frozen: every run starts alike
     pool = SpecSettings("pool", 16, cost_stop=True)
-    budget = adaptive.UNTESTED_BUDGET
-    arms = {"cap": budget, "no cap": math.inf, "plain": budget}
+    kept = getattr(adaptive, knob)
     lines = ["| prompt | arm | median tok/s | runs | drafted/accepted |", "|---|---|---|---|---|"]
     for name in prompts:
         user = {n: u for n, _, u in HELD_OUT}[name]
         rows: dict[str, list[tuple[float, int, int]]] = {a: [] for a in arms}
         for r in range(repeats):
             for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
-                adaptive.UNTESTED_BUDGET = arms[arm]
+                setattr(adaptive, knob, arms[arm])
                 t = _run(s, user, PLAIN if arm == "plain" else pool).timings
                 rows[arm].append((round(t.predicted_per_second, 2), t.draft_n, t.draft_n_accepted))
         for arm, rs in rows.items():
@@ -67,8 +69,16 @@ def cap(s: Any, prompts: list[str], repeats: int) -> list[str]:
             da = ", ".join(f"{x[1]}/{x[2]}" for x in rs)
             lines.append(f"| {name} | {arm} | {med:.2f} | {runs} | {da} |")
         print("\n".join(lines[-len(arms) :]), flush=True)
-    adaptive.UNTESTED_BUDGET = budget
+    setattr(adaptive, knob, kept)
     return lines
+
+
+def cap(s: Any, prompts: list[str], repeats: int) -> list[str]:
+    from app.speculative import adaptive
+
+    budget = adaptive.UNTESTED_BUDGET
+    arms = {"cap": budget, "no cap": math.inf, "plain": budget}
+    return pool_side_by_side(s, prompts, repeats, "UNTESTED_BUDGET", arms)
 
 
 def lag(s: Any, prompts: list[str], repeats: int) -> list[str]:

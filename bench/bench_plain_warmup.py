@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,35 +75,14 @@ def sim(target: str = "q32b+fa", draft: str = "q05b+fa") -> list[str]:
 
 
 def cpu(s: Any, prompts: list[str], repeats: int) -> list[str]:
-    from bench_classes import HELD_OUT
-    from bench_first_draft import _run
+    from bench_first_draft import _run, pool_side_by_side
 
-    from app.engine import memory
     from app.speculative import adaptive
-    from app.speculative.settings import PLAIN, SpecSettings
+    from app.speculative.settings import PLAIN
 
-    memory.remember = lambda *a, **k: None  # type: ignore[assignment]  # frozen: every run starts alike
-    pool = SpecSettings("pool", 16, cost_stop=True)
-    kept = adaptive.PLAIN_WARMUP_PULLS
-    arms = {**{f"pool, {r}": p for r, p in _rules().items()}, "plain": kept}
     _run(s, "Say hello.", PLAIN)  # measures a 1-row decode, as any earlier request of the session has
-    lines = ["| prompt | arm | median tok/s | runs | drafted/accepted |", "|---|---|---|---|---|"]
-    for name in prompts:
-        user = {n: u for n, _, u in HELD_OUT}[name]
-        rows: dict[str, list[tuple[float, int, int]]] = {a: [] for a in arms}
-        for r in range(repeats):
-            for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
-                adaptive.PLAIN_WARMUP_PULLS = arms[arm]
-                t = _run(s, user, PLAIN if arm == "plain" else pool).timings
-                rows[arm].append((round(t.predicted_per_second, 2), t.draft_n, t.draft_n_accepted))
-        for arm, rs in rows.items():
-            med = statistics.median(x[0] for x in rs)
-            runs = ", ".join(f"{x[0]:.1f}" for x in rs)
-            da = ", ".join(f"{x[1]}/{x[2]}" for x in rs)
-            lines.append(f"| {name} | {arm} | {med:.2f} | {runs} | {da} |")
-        print("\n".join(lines[-len(arms) :]), flush=True)
-    adaptive.PLAIN_WARMUP_PULLS = kept
-    return lines
+    arms = {**{f"pool, {r}": p for r, p in _rules().items()}, "plain": adaptive.PLAIN_WARMUP_PULLS}
+    return pool_side_by_side(s, prompts, repeats, "PLAIN_WARMUP_PULLS", arms)
 
 
 def main(argv: list[str] | None = None) -> int:
