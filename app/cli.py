@@ -6,6 +6,7 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from app import __version__
 from app.runtime import sampler_flags
@@ -25,11 +26,28 @@ def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+BENCH_HOME = "the benchmarks live in the source repository's bench/ folder, not in an installed package: clone it, \
+run scripts/setup.sh --dev there, then run `dynadraft bench NAME` inside the clone (or set DYNADRAFT_BENCH_DIR)"
+
+
+def _bench_dir() -> Path | None:
+    """bench/ of this checkout, of the current folder, or DYNADRAFT_BENCH_DIR; None from an install without it."""
+    import os
+
+    given = os.environ.get("DYNADRAFT_BENCH_DIR")
+    for folder in (Path(given) if given else None, Path(__file__).resolve().parent.parent / "bench", Path("bench")):
+        if folder is not None and (folder / "README.md").is_file():
+            return folder.resolve()
+    return None
+
+
 def _run_bench(args: argparse.Namespace) -> int:
     import runpy
-    from pathlib import Path
 
-    bench_dir = Path(__file__).resolve().parent.parent / "bench"
+    bench_dir = _bench_dir()
+    if bench_dir is None:
+        print(f"dynadraft bench: {BENCH_HOME}", file=sys.stderr)
+        return 2
     script = bench_dir / f"bench_{args.name}.py"
     if not script.is_file():
         script = bench_dir / f"{args.name}.py"

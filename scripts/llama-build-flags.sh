@@ -1,6 +1,6 @@
-# Sourced by setup.sh and build-vulkan.sh: the llama-cpp-python version, CMake flags and wheel-cache folder.
-# Inputs: DYNADRAFT_LLAMA_BACKEND (cpu|vulkan), DYNADRAFT_VULKAN_CMAKE_ARGS, DYNADRAFT_PORTABLE, DYNADRAFT_WHEEL_CACHE.
-# Outputs: LLAMA_VERSION, BACKEND, LLAMA_CMAKE_ARGS, WHEELS.
+# Sourced by the build scripts: the llama-cpp-python version, CMake flags, cache folders and the sdist.
+# Inputs: DYNADRAFT_LLAMA_BACKEND (cpu|vulkan), DYNADRAFT_VULKAN_CMAKE_ARGS, DYNADRAFT_PORTABLE, DYNADRAFT_WHEEL_CACHE,
+# DYNADRAFT_TOOLS_CACHE. Outputs: LLAMA_VERSION, BACKEND, LLAMA_CMAKE_ARGS, WHEELS, TOOLS, SDIST, LLAMA_BUILD_DIR.
 LLAMA_VERSION=0.3.36
 BACKEND=${DYNADRAFT_LLAMA_BACKEND:-cpu}
 CPU_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
@@ -23,3 +23,19 @@ case "$BACKEND" in
 esac
 KEY=$(printf '%s %s' "$LLAMA_VERSION" "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-16)
 WHEELS=${DYNADRAFT_WHEEL_CACHE:-$HOME/.cache/dynadraft-wheels}/$BACKEND-$KEY
+TOOLS=${DYNADRAFT_TOOLS_CACHE:-$HOME/.cache/dynadraft-tools}
+SDIST=$TOOLS/sdist/llama_cpp_python-$LLAMA_VERSION.tar.gz
+# The wheel's CMake build folder, kept by `setup.sh --dev` so llama-server is built from the same objects (one
+# compile of llama.cpp instead of two); scripts/build-llama-server.sh removes it once the server is cached.
+LLAMA_BUILD_DIR=$TOOLS/llama-build-$BACKEND-$KEY
+
+# ensure_sdist: the pinned llama-cpp-python source (which vendors llama.cpp), downloaded once into $TOOLS/sdist.
+ensure_sdist() {
+  [ -f "$SDIST" ] && return 0
+  local py=.venv/bin/python
+  [ -x "$py" ] || py=${PYTHON:-python3}
+  echo "[dynadraft] downloading the llama-cpp-python $LLAMA_VERSION source (76 MB)" >&2
+  mkdir -p "$(dirname "$SDIST")"
+  "$py" -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation -d "$(dirname "$SDIST")" \
+    "llama-cpp-python==$LLAMA_VERSION" >&2
+}

@@ -37,15 +37,22 @@ def qwen_pair() -> tuple[Path, Path]:
 
 def _built_tool(env: str, script: str, line: int, require_env: str) -> str:
     """A binary from `env`, else from `script --path`'s cache (line `line` of its output); skips when missing,
-    unless `require_env` is set (scripts/test.sh sets it: CI must fail rather than skip)."""
+    unless `require_env` is set (scripts/test.sh sets it: CI must fail rather than skip).
+
+    A script that finds no source to build from (exit 3: the fork's, where no copy of it is at hand) gives the skip
+    its one-line reason, which says how to provide one."""
     value = os.environ.get(env)
     if value:
         return value
-    out = subprocess.run([str(REPO / "scripts" / script), "--path"], capture_output=True, text=True, check=True)
-    cached = out.stdout.splitlines()[line]
-    if os.access(cached, os.X_OK):
-        return cached
-    reason = f"missing: set {env} or run scripts/{script} (expected {cached})"
+    out = subprocess.run([str(REPO / "scripts" / script), "--path"], capture_output=True, text=True)
+    if out.returncode == 3:
+        reason = out.stderr.strip().splitlines()[-1]
+    else:
+        assert out.returncode == 0, out.stderr
+        cached = out.stdout.splitlines()[line]
+        if os.access(cached, os.X_OK):
+            return cached
+        reason = f"missing: set {env} or run scripts/{script} (expected {cached})"
     if os.environ.get(require_env):
         pytest.fail(reason)
     pytest.skip(reason)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -121,3 +123,23 @@ def test_assembly_joins_parts_in_order_and_refuses_a_bad_checksum(tmp_path: Path
 def test_the_cached_models_are_the_published_files(smollm2_path: Path) -> None:
     # ensure_model verified the full sha256 when it assembled the file; re-check it here end to end.
     assert packaged.sha256_file(smollm2_path) == packaged.SMOLLM2.sha256
+
+
+def test_bench_runs_from_a_checkout_and_says_where_benchmarks_live_from_an_install(tmp_path: Path) -> None:
+    # From this checkout a misspelt name lists the benchmarks that exist.
+    out = _run("bench", "no-such-bench")
+    assert out.returncode == 2 and "policy" in out.stderr
+    # An install has app/ without bench/ beside it: the command says where the benchmarks are instead of a traceback.
+    shutil.copytree(ROOT / "app", tmp_path / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "DYNADRAFT_BENCH_DIR"}
+    env["PYTHONPATH"] = str(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "app", "bench", "policy"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "source repository's bench/" in out.stderr and "Traceback" not in out.stderr

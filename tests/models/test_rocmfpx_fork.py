@@ -170,8 +170,8 @@ def test_pool_and_adaptive_stay_refused_with_a_reason(lookup_session: ExternalSe
                                                        speculative=SpecSettings("lookup", 8, cost_stop=True))))  # fmt: skip
 
 
-def test_build_script_names_both_cached_binaries() -> None:
-    # The build script keys its cache on the tarball's sha256 and the wheel's CPU flags: --path is instant.
+def test_build_script_names_both_cached_binaries(fork_server_binary: str) -> None:
+    # The build script keys its cache on the source's content and the wheel's CPU flags: --path is instant.
     out = subprocess.run([str(ROOT / "scripts" / "build-fork-server.sh"), "--path"], capture_output=True, text=True)
     server, quantize = out.stdout.splitlines()
     assert out.returncode == 0 and Path(server).name == "llama-server" and Path(quantize).name == "llama-quantize"
