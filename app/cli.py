@@ -41,6 +41,16 @@ def _bench_dir() -> Path | None:
     return None
 
 
+def _bench_scripts(bench_dir: Path) -> dict[str, Path]:
+    """The runnable benchmarks: each module of a bench/ theme folder (engine/, server/, lib/, gpu/...) that has a
+    `__main__` block, by file name without .py."""
+    found = {}
+    for path in sorted(bench_dir.glob("*/*.py")):
+        if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8", errors="replace"):
+            found[path.stem] = path
+    return found
+
+
 def _run_bench(args: argparse.Namespace) -> int:
     import runpy
 
@@ -48,15 +58,17 @@ def _run_bench(args: argparse.Namespace) -> int:
     if bench_dir is None:
         print(f"dynadraft bench: {BENCH_HOME}", file=sys.stderr)
         return 2
-    script = bench_dir / f"bench_{args.name}.py"
-    if not script.is_file():
-        script = bench_dir / f"{args.name}.py"
-    if not script.is_file():
-        names = sorted(p.stem.removeprefix("bench_") for p in bench_dir.glob("*.py"))
+    scripts = _bench_scripts(bench_dir)
+    script = scripts.get(f"bench_{args.name}") or scripts.get(args.name)
+    if script is None:
+        names = sorted(stem.removeprefix("bench_") for stem in scripts)
         print(f"dynadraft bench: no benchmark {args.name!r}; available: {', '.join(names)}", file=sys.stderr)
         return 2
+    root = bench_dir.parent  # the repository root: bench/ is a package there, its scripts import bench.lib
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
     sys.argv = [str(script), *args.rest]
-    runpy.run_path(str(script), run_name="__main__")
+    runpy.run_module(".".join(script.relative_to(root).with_suffix("").parts), run_name="__main__", alter_sys=True)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""GPU measurements through the engine's own code (app.runtime.llama / app.engine.session), for bench/simulate.py.
+"""GPU measurements through the engine's own code (app.runtime.llama / app.engine.session), for bench/lib/simulate.py.
 
   python bench/gpu/measure.py devices OUT.json
   python bench/gpu/measure.py costs OUT.json NAME=MODEL.gguf ...      # verify-batch cost curves, batch 1..16

@@ -1,4 +1,4 @@
-"""bench/bench_inrequest.py on the recorded class traces: the per-step ceiling bounds every policy, and the simulated
+"""bench/dynamic_draft/bench_inrequest.py on the recorded class traces: the per-step ceiling bounds every policy, and the simulated
 pool requests go through the engine's warm start and memory (sub-class key first)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import bench_inrequest as bi
-from bench.simulate import CostCurve, Device, simulate
+from bench.dynamic_draft import bench_inrequest as bi
+from bench.lib.simulate import CostCurve, Device, simulate
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 TRACES = {t["name"]: t for t in json.loads((RESULTS / "2026-12-01-classes-v3-traces.json").read_text())["traces"]}
@@ -62,7 +62,7 @@ def test_a_warm_session_verify_table_keeps_the_cost_stop_below_the_cliff_and_is_
     size up to the H200's 8-to-10-row cliff is measured, so a short prompt's cost stop does not pay for finding the
     cliff again, as a table warmed on that prompt alone does."""
     from app.speculative.settings import SpecSettings
-    from bench.simulate import replay_controlled
+    from bench.lib.simulate import replay_controlled
 
     s = SpecSettings("draft", 16, 0, 0.0, cost_stop=True)
     tr = TRACES["edit-short"]
@@ -87,7 +87,7 @@ def test_a_first_turn_charges_the_draft_models_catch_up_and_the_pool_weighs_it(t
 
     from app.policy.source_memory import SourceMemoryStore
     from app.speculative.settings import PLAIN, SpecSettings
-    from bench.simulate import catch_up_rate, replay
+    from bench.lib.simulate import catch_up_rate, replay
 
     first = replace(DEV, draft_prefill=catch_up_rate(_COSTS["q05b+fa"]))
     tr = TRACES["code-lru"]

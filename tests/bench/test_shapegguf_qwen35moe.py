@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,20 +10,10 @@ from app.engine.session import EngineConfig, Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.runtime.sampling import SamplingParams
 from app.speculative.settings import SpecSettings
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _shapegguf():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("shapegguf", ROOT / "bench/gpu/shapegguf.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from bench.gpu import shapegguf as sg
 
 
 def test_the_35b_shape_has_the_public_configs_layout() -> None:
-    sg = _shapegguf()
     tensors = sg.qwen35moe_tensors(sg.QWEN35MOE_SHAPES["q36-35b-a3b"])
     names = {n for n, _, _ in tensors}
     assert sum(n.endswith("attn_qkv.weight") for n in names) == 30  # Gated DeltaNet blocks
@@ -42,7 +31,6 @@ def test_the_35b_shape_has_the_public_configs_layout() -> None:
 def test_a_derived_micro_shape_loads_and_drafts_with_its_mtp_block(
     tmp_path: Path, smollm2_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sg = _shapegguf()
     micro = dict(sg.QWEN35MOE_SHAPES["q36-tiny"], n_layer=4, n_expert=4, n_expert_used=2, n_vocab=49152)
     monkeypatch.setitem(sg.QWEN35MOE_SHAPES, "micro", micro)
     skel, model = tmp_path / "micro.skel", tmp_path / "micro.gguf"

@@ -1,10 +1,10 @@
-"""bench/simulate_mtp.py's snapshot rollback model: a step's tokens and cost, and which cost files offer it."""
+"""bench/lib/simulate_mtp.py's snapshot rollback model: a step's tokens and cost, and which cost files offer it."""
 
 from __future__ import annotations
 
 import math
 
-from bench import simulate_mtp as sim
+from bench.lib import simulate_mtp as sim
 
 
 def _row(rollback: bool) -> dict:  # type: ignore[type-arg]

@@ -1,4 +1,4 @@
-"""A short loopback load check (bench/bench_load.py at small scale): 64 clients against a real `dynadraft serve`."""
+"""A short loopback load check (bench/server/bench_load.py at small scale): 64 clients against a real `dynadraft serve`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_load.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "server" / "bench_load.py"
 
 
 def _bench():  # type: ignore[no-untyped-def]

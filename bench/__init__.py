@@ -1,0 +1,1 @@
+"""DynaDraft's benchmarks: scripts that print side-by-side ratios, each run as `python -m bench.THEME.NAME`."""

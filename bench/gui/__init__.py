@@ -1,0 +1,1 @@
+"""The GUI: generation speed with the window and its live graphs running."""
