@@ -31,10 +31,6 @@ class Paths:
     def history_db(self) -> Path:
         return self.history / "chats.sqlite3"
 
-    @property
-    def settings_file(self) -> Path:
-        return self.config / "settings.json"
-
 
 def get_paths() -> Paths:
     """Return the data folders; DYNADRAFT_HOME (if set) replaces every platform folder with one tree."""

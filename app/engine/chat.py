@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import codecs
 import datetime as _dt
-import json
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from app.engine.chat_format import render_call, tojson, tools_instruction
 
 # Used only when a GGUF carries no template at all (rare for instruct models).
 CHATML = (
@@ -27,33 +28,17 @@ def _raise(message: str) -> None:
     raise TemplateError(message)
 
 
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **kw: Any) -> str:
-    # Templates print tool schemas and call arguments with `tojson`, meaning plain JSON (as transformers and
-    # llama.cpp render it); Jinja's own filter HTML-escapes <, > and & and would show the model other text.
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, **kw)
-
-
 @lru_cache(maxsize=8)
 def _compile(source: str) -> jinja2.Template:
     # HF templates are written for a sandboxed Jinja with these helpers and trimmed blocks.
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader())
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: _dt.datetime.now().strftime(fmt)
-    env.filters["tojson"] = _tojson
+    env.filters["tojson"] = tojson  # plain JSON, as transformers and llama.cpp print it
     try:
         return env.from_string(source)
     except jinja2.TemplateSyntaxError as e:
         raise TemplateError(f"chat template does not parse: {e}") from e
-
-
-def tools_instruction(tools: Sequence[Mapping[str, Any]]) -> str:
-    """How to call `tools`, for a template that cannot show them itself (the syntax app/server/tools.py parses)."""
-    listed = "\n".join(_tojson(t) for t in tools)
-    return (
-        "You may call functions to answer. To call one, reply with only\n"
-        '<tool_call>\n{"name": "<function name>", "arguments": {<arguments as JSON>}}\n</tool_call>\n'
-        f"The functions:\n{listed}"
-    )
 
 
 def _with_tools(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -62,8 +47,7 @@ def _with_tools(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[s
     for m in out:  # calls in the history, written as the model was asked to write them
         for call in m.pop("tool_calls", None) or ():
             fn = call.get("function") or call
-            body = _tojson({"name": fn.get("name"), "arguments": fn.get("arguments")})
-            m["content"] = f"{m.get('content') or ''}\n<tool_call>\n{body}\n</tool_call>".lstrip()
+            m["content"] = f"{m.get('content') or ''}\n{render_call(fn.get('name'), fn.get('arguments'))}".lstrip()
     text = tools_instruction(tools)
     if out and out[0].get("role") == "system":
         out[0]["content"] = f"{out[0].get('content') or ''}\n\n{text}".lstrip()

@@ -23,6 +23,7 @@ from app.engine.session import (
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,
+    DynamicDraftRecord,
     EngineError,
     Event,
     FinishReason,
@@ -370,9 +371,8 @@ class ExternalSession:
             del margins[len(tokens) :]
         wall_ms = (time.perf_counter() - t0) * 1000.0
         timings = self._timings(final, n_prompt, len(tokens), wall_ms)
-        dd = record.to_dict()
         state = per_request_state(self.features.speculative, self.lifetime, self.start_settings)
-        dd.update(state.to_dict())
+        dd: DynamicDraftRecord = {**record.to_dict(), **state.to_dict()}
         dd["applied"] = record.applied and ran == settings  # DD's choice is what ran
         dd["runtime"] = {
             "kind": "llama-server",

@@ -6,7 +6,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from app.engine.identity import cached_sha256, calibration_store, config_fingerprint
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
@@ -89,6 +89,13 @@ def external_store(session: ExternalSession) -> TableStore:
     return calibration_store(session.config.model, session.config.draft, runtime=runtime)
 
 
+class PerRequestNote(TypedDict):
+    """PerRequest.to_dict(): the keys an external llama-server's `dynamic_draft` record adds."""
+
+    applied_per_request: bool
+    per_request_note: str
+
+
 @dataclass(frozen=True)
 class PerRequest:
     """Whether DD's choice can reach this server per request, and the sentence a response carries when it cannot."""
@@ -96,7 +103,7 @@ class PerRequest:
     applied: bool
     why: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PerRequestNote:
         return {"applied_per_request": self.applied, "per_request_note": self.why}
 
 

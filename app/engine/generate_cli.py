@@ -97,8 +97,8 @@ def run_generate(args: argparse.Namespace) -> int:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 1
     assert summary is not None
-    dd = summary.dynamic_draft or {}
-    if dd.get("reason") == "stale_table":  # said even with --json (on stderr), so a stale table is never silent
+    dd = summary.dynamic_draft
+    if dd and dd.get("reason") == "stale_table":  # said even with --json (on stderr), so a stale table is never silent
         print(f"dynadraft generate: Dynamic Draft not applied: {dd.get('stale_message')}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary.to_dict(), ensure_ascii=False))

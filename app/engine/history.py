@@ -17,7 +17,7 @@ Templated = Callable[[GenerationRequest], tuple[list[int], str]]
 # Ollama's both discard half of what they may discard, for the same reason: a cut that leaves out only what the next
 # turn needs moves again on every turn, its prompt no longer starts as the last one did, and the whole window is
 # prefilled again each time (14-20 s for 1,800 tokens on a 2-core CPU); a cut that frees half the room holds for
-# many turns, each of which reuses the cached window (bench/bench_rolling_window.py measures both).
+# many turns, each of which reuses the cached window (bench/context/bench_rolling_window.py measures both).
 KEEP_SHARE = 0.5
 
 

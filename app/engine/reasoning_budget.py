@@ -6,9 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-THINK_OPEN = b"<think>"
-THINK_CLOSE = b"</think>"
-CLOSING = "\n</think>\n\n"  # what a forced end commits after the message: the shape Qwen3-style templates give it
+from app.engine import chat_format
+
+THINK_OPEN = chat_format.THINK_OPEN.encode()  # the tags as the tokens' bytes carry them
+THINK_CLOSE = chat_format.THINK_CLOSE.encode()
+# What a forced end commits after the message: the shape Qwen3-style templates give it.
+CLOSING = f"\n{chat_format.THINK_CLOSE}\n\n"
 MAX_MESSAGE_CHARS = 2000
 
 

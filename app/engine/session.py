@@ -15,6 +15,7 @@ import numpy as np
 from app.engine import memory
 from app.engine.cache import ConversationCache
 from app.engine.chat import TemplateError, TextStream, render_chat
+from app.engine.chat_format import THINK_CLOSE, THINK_OPEN
 from app.engine.history import RollingWindow, check_prompt_fits, saying_dropped
 from app.engine.infill import infill_tokens
 from app.engine.logprobs import token_logprob
@@ -29,6 +30,7 @@ from app.engine.reasoning_budget import ReasoningBudget, build_budget
 from app.engine.runtime import Capabilities, ModelMeta
 from app.engine.types import (
     DoneEvent,
+    DynamicDraftRecord,
     EngineError,
     Event,
     GenerationRequest,
@@ -208,8 +210,8 @@ def request_class(request: GenerationRequest, text: str) -> RequestClass:
 
 def opens_think(prompt_text: str) -> bool:
     """Whether a rendered prompt ends inside an open <think> block (the template started the model's reasoning)."""
-    start = prompt_text.rfind("<think>")
-    return start != -1 and start > prompt_text.rfind("</think>") and not prompt_text[start + 7 :].strip()
+    start = prompt_text.rfind(THINK_OPEN)
+    return start != -1 and start > prompt_text.rfind(THINK_CLOSE) and not prompt_text[start + len(THINK_OPEN) :].strip()
 
 
 def adds_bos(text: str, add_bos: bool, bos_text: str) -> bool:
@@ -393,7 +395,7 @@ class Session:
         self.pool_step_cost = None
         self.pool_cost_label: str | None = None  # names that profile: its rewards get a source memory of their own
         # The pool weighs a draft model's catch-up against the tokens still wanted (False: the choice before
-        # 2026-12-02, kept for bench/bench_catch_up.py's side-by-side).
+        # 2026-12-02, kept for bench/adaptive/bench_catch_up.py's side-by-side).
         self.weigh_catch_up = True
         self._caps = DraftCaps(depth_cap, self.draft_model is not None, frozenset(self.missing))
         self._caps_without_draft = replace(self._caps, draft_loaded=False)  # DD's choice when the draft can't pay
@@ -1190,9 +1192,9 @@ class Session:
         elif run.stop_costs is not None and run.stop_learns and cost_sample:
             run.stop_costs.observe(n, draft.draft_ms, verify_ms, draft_sample=not draft.caught_up)
 
-    def _decision_dict(self, record: DecisionRecord) -> dict[str, Any]:
+    def _decision_dict(self, record: DecisionRecord) -> DynamicDraftRecord:
         """The decision record as responses carry it; says so when speculation is off for this model (and why)."""
-        out = record.to_dict()
+        out: DynamicDraftRecord = {**record.to_dict()}
         if record.reason == "stale_table":  # which settings differ from the table's, and how to recalibrate
             out["stale_fields"] = list(self.policy.stale_fields)
             out["stale_message"] = self.dd_status

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from app.engine.reasoning_budget import MAX_MESSAGE_CHARS
+from app.policy.dynamic import DecisionDict
 from app.runtime import dry
 from app.runtime.sampling import SamplingParams, check_bias_entry
 from app.speculative.settings import SpecSettings
@@ -225,6 +226,30 @@ class Timings:
         return asdict(self)
 
 
+class ExternalRuntimeNote(TypedDict):
+    """What ran on an external llama-server (app.engine.external): its build, the per-request speculative fields it
+    honours, those sent and those it would ignore, and the settings that ran (SpecSettings.to_dict())."""
+
+    kind: Literal["llama-server"]
+    build: str
+    honoured: list[str]
+    sent: dict[str, Any]
+    ignored: list[str]
+    ran: dict[str, Any]
+
+
+class DynamicDraftRecord(DecisionDict, total=False):
+    """`GenerationSummary.dynamic_draft` as it goes on the wire: the policy's decision record (DecisionDict, every
+    key always there) plus the keys the engine adds only when they apply."""
+
+    stale_fields: list[str]  # reason "stale_table": the fingerprint fields that differ from the table's (Session)
+    stale_message: str  # and how to recalibrate (Session.dd_status)
+    speculation_disabled: str  # speculation is off for this model, and why (Session)
+    applied_per_request: bool  # external llama-server: whether DD's choice reaches the server per request
+    per_request_note: str  # the sentence saying so (app.engine.external_policy.PerRequest)
+    runtime: ExternalRuntimeNote  # external llama-server: what ran there
+
+
 @dataclass(frozen=True)
 class GenerationSummary:
     """The end of a generation: text, token ids, why it stopped, timings and speculation statistics."""
@@ -236,7 +261,7 @@ class GenerationSummary:
     steps: int
     prompt_tokens: int
     settings: SpecSettings
-    dynamic_draft: dict[str, Any] | None = None
+    dynamic_draft: DynamicDraftRecord | None = None
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
     # with collect_margins: top-1 minus top-2 logit of the row behind each token (and the end token, after a stop)
     margins: tuple[float, ...] = ()

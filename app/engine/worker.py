@@ -244,12 +244,6 @@ class Engine:
         """The draft sources the loaded model offers ("lookup", and "draft" / "mtp" when loaded)."""
         return self.call(lambda s: frozenset(s.capabilities.sources), timeout)
 
-    def call_async(self, fn: Callable[[Runtime], T]) -> Future[T]:
-        self._check_alive()
-        fut: Future[T] = Future()
-        self._queue.put(_Job(None, fn, fut))
-        return fut
-
     def _check_alive(self) -> None:
         """Refuse work the engine thread will never serve (load failed, or closed), instead of hanging."""
         if self._load_error is not None:

@@ -144,9 +144,6 @@ class CalibrationPanel(QWidget):
         call.start()
         self._toggle_call = call  # keep a reference until it reports
 
-    def set_table_status(self, text: str) -> None:
-        self.table_status.setText(text)
-
     def refresh_table_status(self) -> None:
         """Show which table is active for the loaded pair (id, date, fingerprint) or why none applies."""
         if self.engine is None:

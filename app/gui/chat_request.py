@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from app.engine.types import GenerationRequest, GenerationSummary
+from app.engine.types import DynamicDraftRecord, GenerationRequest, GenerationSummary
 from app.gui.store import Conversation, Message
 from app.runtime.sampling import SamplingParams
 from app.speculative import registry
@@ -114,7 +114,7 @@ def build_request(conv: Conversation, history: list[Message]) -> GenerationReque
 def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, Any]:
     """What each reply shows and persists: speed, latency, acceptance and the Dynamic Draft decision."""
     t = summary.timings
-    dd = summary.dynamic_draft or {}
+    dd: DynamicDraftRecord | dict[str, Any] = summary.dynamic_draft or {}
     selected = dd.get("selected")
     try:
         dd_label = SpecSettings.from_dict(selected).label() if isinstance(selected, dict) else summary.settings.label()

@@ -71,16 +71,6 @@ class ModelChoice:
             threads=self.n_threads,
         )
 
-    def with_profile(self, profile: EngineProfile) -> ModelChoice:
-        return replace(
-            self,
-            n_ctx=profile.n_ctx,
-            n_gpu_layers=profile.n_gpu_layers,
-            flash_attn=profile.flash_attn,
-            n_threads=profile.n_threads,
-            n_batch=profile.n_batch,
-        )
-
     def config(self, **extra: object) -> EngineConfig:
         from app.engine.session import config_with_profile
         from app.paths import get_paths

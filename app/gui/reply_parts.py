@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
 
-from app.server.chat_output import ChatOutputParser
-from app.server.tools import ToolCall
+from app.engine.chat_format import ChatOutputParser, ToolCall
 
 Segment = tuple[str, int, int]  # (text, drafted tokens, tokens), as the chat panel records a stream
 

@@ -29,7 +29,8 @@ How each class is detected, in this order (the first that fires wins):
 6. ``chat``: everything else.
 
 Cost: the rules read bounded windows only (the start and end of the last user turn, ``WINDOW_CHARS`` each, and the
-end of the whole prompt), so a 32k-token prompt costs what a short one does; bench/bench_policy.py prints it.
+end of the whole prompt), so a 32k-token prompt costs what a short one does; bench/dynamic_draft/bench_policy.py
+prints it.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
 from app.policy.content_class import CONTENT_CLASSES, SUBCLASSES, TABLE_CLASSES
 from app.policy.fingerprint import Fingerprint
@@ -91,20 +91,8 @@ Reason = Literal[
     "catch_up",
 ]
 ClassBasis = Literal["subclass_row", "class_row", "class_fallback", "context_only", "not_applied"]
-CLASS_BASES: tuple[str, ...] = ("subclass_row", "class_row", "class_fallback", "context_only", "not_applied")
-REASONS: tuple[str, ...] = (
-    "table_row",
-    "fallback_static",
-    "fallback_plain",
-    "override",
-    "forced",
-    "capped",
-    "no_table",
-    "stale_table",
-    "disabled",
-    "out_of_range",
-    "catch_up",
-)
+CLASS_BASES: tuple[ClassBasis, ...] = get_args(ClassBasis)
+REASONS: tuple[Reason, ...] = get_args(Reason)
 
 _now_ns = time.perf_counter_ns
 _new = object.__new__
@@ -146,6 +134,30 @@ class DraftCaps:
         return setting
 
 
+class DecisionDict(TypedDict):
+    """`DecisionRecord.to_dict()`, key for key: the record as a response's `dynamic_draft` carries it (the engine may
+    add keys: app.engine.types.DynamicDraftRecord). The fields mean what DecisionRecord's docstring says."""
+
+    applied: bool
+    reason: Reason
+    prompt_tokens: int
+    selected: dict[str, Any]  # SpecSettings.to_dict()
+    selected_label: str  # SpecSettings.label()
+    decision_us: float
+    table_id: str | None
+    ctx_lo: int | None
+    ctx_hi: int | None
+    static_fallback: bool
+    capped: bool
+    content_class: str | None
+    class_basis: ClassBasis
+    class_cue: str | None
+    content_subclass: str | None
+    subclass_cue: str | None
+    catch_up_ms: float | None
+    passed_over: str | None
+
+
 @dataclass(frozen=True)
 class DecisionRecord:
     """What DD decided for one request; goes into the generation metadata via `to_dict()`.
@@ -180,7 +192,7 @@ class DecisionRecord:
     catch_up_ms: float | None = None
     passed_over: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DecisionDict:
         return {
             "applied": self.applied,
             "reason": self.reason,
@@ -238,7 +250,6 @@ class _Plan:
 
     lanes: dict[str | None, Lane]
     static: StaticChoice | None
-    choices: tuple[RangeChoice, ...]
     class_choices: dict[str, tuple[RangeChoice, ...]]
 
 
@@ -379,7 +390,7 @@ class DynamicDraftPolicy:
                     }
                 )
             lanes[klass] = (tuple(selected), tuple(templates), tuple(speeds))
-        return _Plan(lanes, static, tuple(choices), {k: tuple(v) for k, v in per_class.items()})
+        return _Plan(lanes, static, {k: tuple(v) for k, v in per_class.items()})
 
     def _plan_for(self, caps: DraftCaps) -> _Plan:
         plan = self._plans.get(caps)
@@ -543,11 +554,6 @@ class DynamicDraftPolicy:
         """The best static setting of the table (under `caps` if given)."""
         plan = self._base if caps is None or self._base is None else self._plan_for(caps)
         return plan.static if plan is not None else None
-
-    def range_choices(self, caps: DraftCaps | None = None) -> tuple[RangeChoice, ...]:
-        """DD's choice per calibrated context-only range, with the evidence (under `caps` if given)."""
-        plan = self._base if caps is None or self._base is None else self._plan_for(caps)
-        return plan.choices if plan is not None else ()
 
     def class_range_choices(self, caps: DraftCaps | None = None) -> dict[str, tuple[RangeChoice, ...]]:
         """DD's choice per calibrated range of each class that has rows (under `caps` if given)."""

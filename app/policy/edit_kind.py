@@ -1,13 +1,13 @@
 """Which kind of copy-edit a request is, from its instruction's wording: a near copy of its block, or an additive edit.
 
 Why: inside copy_edit the best draft source splits by how much of the answer the prompt already holds. Measured on
-the recorded Qwen2.5-Coder traces (bench/results/2026-12-01-classes-cpu-v2.md, H200 SIMULATED): prompt lookup
+the recorded Qwen2.5-Coder traces (bench/results/archive/2026-12-01-classes-cpu-v2.md, H200 SIMULATED): prompt lookup
 wins the near copies (rename a function, reorder a module: ~102 tok/s at 8k vs ~90-94 for the draft model), and
 the draft model wins the edits that write new text (add a parameter, fix a bug: n2 ~78-84 vs lookup 59-67). No
 single copy_edit row catches both, so Dynamic Draft keeps a frontier per sub-class (``NEAR_COPY``, ``ADDITIVE``),
 each with its own calibration prompt, falling back to copy_edit's rows, then the context-only rows.
 
-How (a pure function on a few hundred characters; no model call; bench/bench_policy.py prints its cost):
+How (a pure function on a few hundred characters; no model call; bench/dynamic_draft/bench_policy.py prints its cost):
 
 1. Find the instruction. An edit request is a block plus a one-line instruction before or after it (the same
    "set apart" layout the class detector reads). So only the first and the last non-empty line of the last user

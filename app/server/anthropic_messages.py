@@ -20,9 +20,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.engine.chat_format import OutputPiece, ToolCall
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.server.body import parse_body
-from app.server.chat_output import OutputPiece
 from app.server.errors import ApiError
 from app.server.flow import CompletionFlow
 from app.server.llama_template import count_prompt_tokens
@@ -40,7 +40,6 @@ from app.server.schemas import (
     Tool,
     ToolCallIn,
 )
-from app.server.tools import ToolCall
 
 _STRICT = ConfigDict(strict=True, extra="ignore")  # cache_control and other fields the engine has no use for
 

@@ -9,11 +9,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from app.engine.chat_format import ChatOutputParser, OutputPiece, ToolCall
 from app.engine.reasoning_budget import MAX_MESSAGE_CHARS
 from app.engine.types import MAX_TOP_LOGPROBS, DoneEvent, GenerationRequest, GenerationSummary, TokenLogprob
 from app.server import tools as tool_syntax
 from app.server.body import parse_body
-from app.server.chat_output import ChatOutputParser, OutputPiece
 from app.server.constraints import chat_grammar
 from app.server.errors import ApiError
 from app.server.flow import CompletionFlow
@@ -185,7 +185,7 @@ def output_options(req: ChatCompletionRequest) -> OutputOptions:
     )
 
 
-def _tool_call_out(call: tool_syntax.ToolCall) -> ToolCallOut:
+def _tool_call_out(call: ToolCall) -> ToolCallOut:
     return ToolCallOut(id=call.id, function=FunctionCallOut(name=call.name, arguments=call.arguments))
 
 

@@ -1,4 +1,4 @@
-"""Pydantic wire models of the OpenAI-compatible API (requests, responses, stream chunks, errors)."""
+"""Pydantic wire models of the OpenAI-compatible API (requests, responses, stream chunks)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,6 @@ from app.speculative import registry
 # Requests are validated strictly (no "16" -> 16, no true -> 1) so a malformed request gets a clear 400 instead of a
 # guess; unknown top-level fields are ignored as OpenAI-compatible servers do, because clients send many we don't use.
 _STRICT = ConfigDict(strict=True, extra="ignore")
-
-
-# -- errors --------------------------------------------------------------------------------------------------------
-class ErrorDetail(BaseModel):
-    message: str
-    type: str
-    param: str | None = None
-    code: str | None = None
-
-
-class ErrorResponse(BaseModel):
-    """OpenAI's error envelope: {"error": {"message", "type", "param", "code"}}."""
-
-    error: ErrorDetail
 
 
 # -- request pieces ------------------------------------------------------------------------------------------------

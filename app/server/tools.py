@@ -1,81 +1,16 @@
-"""Tool calling: OpenAI tools for the chat template, the grammars of tool_choice, and parsing calls back (pure).
+"""Tool calling: OpenAI tool calls for the chat template, and the grammars of tool_choice (pure).
 
-Qwen2.5 / Hermes-style templates describe the tools in the system turn and ask the model to answer with
-`<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` blocks; that is the syntax parsed back here.
+The `<tool_call>` syntax itself, written and parsed back, is app.engine.chat_format's.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import uuid
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.engine.chat_format import CLOSE, OPEN
 from app.server.structured import SchemaError, json_schema_rules
-
-OPEN = "<tool_call>"
-CLOSE = "</tool_call>"
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One parsed call: the function's name and its arguments as a JSON text (OpenAI's wire form)."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
-
-
-def parse_call(body: str) -> ToolCall | None:
-    """The JSON between the tags as a call, or None when it is not one (then the text stays plain content)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
-        return None
-    args = data.get("arguments", data.get("parameters", {}))
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            return None
-    if not isinstance(args, dict):
-        return None
-    return ToolCall(new_call_id(), data["name"], json.dumps(args, ensure_ascii=False))
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*\n(.*?)\n?```$", re.DOTALL)
-
-
-def parse_bare_calls(text: str, names: Collection[str]) -> list[ToolCall] | None:
-    """A whole answer that is only a call, or a list of calls, as JSON (optionally in a ```json fence): what
-    Qwen2.5-Coder writes instead of <tool_call> tags. Only names of the request's tools count, so ordinary JSON
-    answers stay content."""
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
-    if not body.startswith(("{", "[")):
-        return None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    items = data if isinstance(data, list) else [data]
-    calls = []
-    for item in items:
-        call = parse_call(json.dumps(item)) if isinstance(item, dict) and item.get("name") in names else None
-        if call is None:
-            return None
-        calls.append(call)
-    return calls or None
 
 
 def template_message(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -187,7 +187,7 @@ def cost_stop_step(costs: CostModel, depth: int, asked: int) -> tuple[int, list[
     """The cost stop's (depth ceiling, floors) for one step: `depth` is what the step's controller allows (0: a
     plain step, e.g. the adaptive length's answer), `asked` the deepest draft the request and the context allow.
     The ceiling ends at the first floor above 1 (inf for a batch size not learnt yet), which no chance can reach.
-    The engine (Session) and bench/simulate.py both step through here."""
+    The engine (Session) and bench/lib/simulate.py both step through here."""
     if depth <= 0 or asked <= 0:
         return 0, []
     floors = costs.stop_floors(asked)
@@ -461,8 +461,8 @@ class SourcePool:
         the source memory's, learnt on other prompts of its class, and expected tokens per ms can call for a long
         draft on that evidence alone. On this CPU, where a verify row costs about a decode, a remembered 0.66-0.99
         per position made prompt lookup's first draft on a copy edit 16 tokens; none was accepted, and that one
-        verify cost 7-8 plain steps, 12-14 % of a 64-token reply (bench/results/2026-12-04-classes-v8-cpu.md). On
-        a GPU, where 16 rows cost little more than 1, the cap does not bind; after one test the estimate decides."""
+        verify cost 7-8 plain steps, 12-14 % of a 64-token reply (bench/results/archive/2026-12-04-classes-v8-cpu.md).
+        On a GPU, where 16 rows cost little more than 1, the cap does not bind; after one test the estimate decides."""
         arm = self.arms[name]
         lo, hi = self._lengths(name, {})
         if arm.drafted_yet or arm.shadowed or self._remaining is None or not self._decode_measured():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,13 +58,12 @@ class SourceStats:
 
 
 class SpecStats:
-    """Per-request and rolling speculation statistics, per source and per content class (app.policy.content_class,
+    """Per-request and since-start speculation statistics, per source and per content class (app.policy.content_class,
     decided once per request by the session)."""
 
-    def __init__(self, rolling_window: int = 256) -> None:
+    def __init__(self) -> None:
         self.request: dict[str, SourceStats] = {}
         self.total: dict[tuple[str, str], SourceStats] = {}
-        self.recent: deque[tuple[str, int, int]] = deque(maxlen=rolling_window)
         self.content_class = "chat"
 
     def start_request(self, content_class: str = "chat") -> None:
@@ -77,11 +75,6 @@ class SpecStats:
         self.total.setdefault((source, self.content_class), SourceStats()).observe(
             drafted, accepted, draft_ms, verify_ms
         )
-        self.recent.append((source, drafted, accepted))
-
-    def rolling_acceptance(self) -> float:
-        drafted = sum(d for _, d, _ in self.recent)
-        return sum(a for _, _, a in self.recent) / drafted if drafted else 0.0
 
     def request_summary(self) -> dict[str, dict[str, Any]]:
         return {name: s.to_dict() for name, s in self.request.items()}

@@ -11,6 +11,7 @@ from app.policy import (
     to_csv,
     to_markdown,
 )
+from app.policy.dynamic import DecisionDict
 from app.speculative.settings import PLAIN
 from tests.policy.helpers import FP, LOOKUP, N2, N4, N4P, N8, SEED_POINTS, WIDE, make_table
 
@@ -233,4 +234,12 @@ def test_record_to_dict_and_fast_path_equals_constructed_record(seed_table: Fron
         capped=rec.capped,
     )
     assert rebuilt == rec and hash(rebuilt) == hash(rec)
+
+
+def test_decision_dict_names_the_record_keys_in_order(seed_table: FrontierTable) -> None:
+    """The wire type of `dynamic_draft` (DecisionDict) says exactly what DecisionRecord.to_dict() produces."""
+    policy = DynamicDraftPolicy(seed_table, FP)
+    for rec in (policy.decide(70000, None, WIDE)[1], DynamicDraftPolicy(None, None).decide(10, None, WIDE)[1]):
+        assert tuple(rec.to_dict()) == tuple(DecisionDict.__annotations__)
+        assert DecisionDict.__required_keys__ == frozenset(rec.to_dict())
     assert policy.select(70000, WIDE) == N4

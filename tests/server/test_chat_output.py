@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.server.chat_output import ChatOutputParser, parse_all
+from app.engine.chat_format import ChatOutputParser, parse_all
 
 NAMES = {"get_weather", "f"}
 

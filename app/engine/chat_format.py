@@ -1,19 +1,115 @@
-"""Splits generated chat text into reasoning, content and tool calls as it streams (pure, incremental).
+"""The chat output format, below the server and the GUI: tool-call syntax both ways, and the reasoning split.
 
-Reasoning is a `<think>...</think>` block at the start of the output (Qwen3, DeepSeek-R1 style); tool calls are
-`<tool_call>{json}</tool_call>` blocks (Qwen2.5 / Hermes style). A tag split across pieces is held back until it is
-complete; a block that does not parse as a call is released as plain content, unchanged.
+Tool calls: Qwen2.5 / Hermes-style templates describe the tools in the system turn and ask the model to answer with
+`<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` blocks. `tools_instruction` and `render_call` write
+that syntax (for templates that cannot show tools themselves, app.engine.chat); `parse_call` and `parse_bare_calls`
+read it back.
+
+Reasoning is a `<think>...</think>` block at the start of the output (Qwen3, DeepSeek-R1 style). `ChatOutputParser`
+splits generated chat text into reasoning, content and tool calls as it streams (pure, incremental): a tag split
+across pieces is held back until it is complete; a block that does not parse as a call is released as plain
+content, unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import json
+import re
+import uuid
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from app.server import tools as tool_syntax
-from app.server.tools import ToolCall
+OPEN = "<tool_call>"
+CLOSE = "</tool_call>"
 
+
+def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **kw: Any) -> str:
+    # Templates print tool schemas and call arguments with `tojson`, meaning plain JSON (as transformers and
+    # llama.cpp render it); Jinja's own filter HTML-escapes <, > and & and would show the model other text.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, **kw)
+
+
+# -- tool calls: writing them ---------------------------------------------------------------------------------------
+def tools_instruction(tools: Sequence[Mapping[str, Any]]) -> str:
+    """How to call `tools`, for a template that cannot show them itself (the syntax `parse_call` reads back)."""
+    listed = "\n".join(tojson(t) for t in tools)
+    return (
+        "You may call functions to answer. To call one, reply with only\n"
+        + OPEN
+        + '\n{"name": "<function name>", "arguments": {<arguments as JSON>}}\n'
+        + CLOSE
+        + f"\nThe functions:\n{listed}"
+    )
+
+
+def render_call(name: Any, arguments: Any) -> str:
+    """One call as the model was asked to write it (a call in the history, for a template without tools)."""
+    body = tojson({"name": name, "arguments": arguments})
+    return f"{OPEN}\n{body}\n{CLOSE}"
+
+
+# -- tool calls: reading them back ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ToolCall:
+    """One parsed call: the function's name and its arguments as a JSON text (OpenAI's wire form)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def parse_call(body: str) -> ToolCall | None:
+    """The JSON between the tags as a call, or None when it is not one (then the text stays plain content)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+        return None
+    args = data.get("arguments", data.get("parameters", {}))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return None
+    if not isinstance(args, dict):
+        return None
+    return ToolCall(new_call_id(), data["name"], json.dumps(args, ensure_ascii=False))
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*\n(.*?)\n?```$", re.DOTALL)
+
+
+def parse_bare_calls(text: str, names: Collection[str]) -> list[ToolCall] | None:
+    """A whole answer that is only a call, or a list of calls, as JSON (optionally in a ```json fence): what
+    Qwen2.5-Coder writes instead of <tool_call> tags. Only names of the request's tools count, so ordinary JSON
+    answers stay content."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    if not body.startswith(("{", "[")):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    items = data if isinstance(data, list) else [data]
+    calls = []
+    for item in items:
+        call = parse_call(json.dumps(item)) if isinstance(item, dict) and item.get("name") in names else None
+        if call is None:
+            return None
+        calls.append(call)
+    return calls or None
+
+
+# -- the reasoning split and the streaming parser -------------------------------------------------------------------
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 
@@ -69,7 +165,7 @@ class ChatOutputParser:
         out: list[OutputPiece] = []
         buf, self._buf = self._buf, ""
         if self._mode == "bare":
-            calls = tool_syntax.parse_bare_calls(buf, self.tool_names)
+            calls = parse_bare_calls(buf, self.tool_names)
             if calls is not None:
                 for call in calls:
                     self._call(call, out)
@@ -81,11 +177,11 @@ class ChatOutputParser:
                 pass
             buf, self._buf = self._buf, ""
         if self._mode == "tool":
-            cut = tool_syntax.parse_call(buf.strip())  # a call cut short of its closing tag (end of generation)
+            cut = parse_call(buf.strip())  # a call cut short of its closing tag (end of generation)
             if cut is not None:
                 self._call(cut, out)
             else:
-                self._content(tool_syntax.OPEN + buf, out, final=True)
+                self._content(OPEN + buf, out, final=True)
         elif self._mode == "reasoning":
             self._reasoning(buf, out)
         else:
@@ -123,15 +219,15 @@ class ChatOutputParser:
             self._strip_lead = True
             return True
         if self._mode == "tool":
-            i = buf.find(tool_syntax.CLOSE)
+            i = buf.find(CLOSE)
             if i == -1:
                 return False
             body = buf[:i]
-            self._buf = buf[i + len(tool_syntax.CLOSE) :]
+            self._buf = buf[i + len(CLOSE) :]
             self._mode = "content"
-            call = tool_syntax.parse_call(body.strip())
+            call = parse_call(body.strip())
             if call is None:
-                self._content(tool_syntax.OPEN + body + tool_syntax.CLOSE, out)
+                self._content(OPEN + body + CLOSE, out)
             else:
                 self._call(call, out)
             return True
@@ -145,14 +241,14 @@ class ChatOutputParser:
                 return True
             if not lead or "```".startswith(lead):
                 return False
-        i = buf.find(tool_syntax.OPEN) if self.tools else -1
+        i = buf.find(OPEN) if self.tools else -1
         if i == -1:
-            keep = _partial_tag(buf, (tool_syntax.OPEN,)) if self.tools else 0
+            keep = _partial_tag(buf, (OPEN,)) if self.tools else 0
             self._content(buf[: len(buf) - keep], out)
             self._buf = buf[len(buf) - keep :]
             return False
         self._content(buf[:i], out)
-        self._buf = buf[i + len(tool_syntax.OPEN) :]
+        self._buf = buf[i + len(OPEN) :]
         self._mode = "tool"
         return True
 
