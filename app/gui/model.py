@@ -28,12 +28,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.bridge import BackgroundCall
+from app.runtime import build_info
 from app.runtime.device import FLASH_ATTN_MODES
 from app.runtime.threads import default_threads
 
 if TYPE_CHECKING:  # llama.cpp loads only when a model does, so the window opens even without it
+    from app.engine.config import EngineConfig
     from app.engine.profile import EngineProfile
-    from app.engine.session import EngineConfig
     from app.engine.worker import Engine
 
 
@@ -72,7 +73,7 @@ class ModelChoice:
         )
 
     def config(self, **extra: object) -> EngineConfig:
-        from app.engine.session import config_with_profile
+        from app.engine.config import config_with_profile
         from app.paths import get_paths
 
         extra.setdefault("cache_dir", str(get_paths().cache / "prompt-cache"))  # a reopened chat starts warm
@@ -157,10 +158,8 @@ def runtime_label() -> str:
     except Exception:
         pass
     try:
-        import llama_cpp
-
-        gpu = bool(llama_cpp.llama_supports_gpu_offload())
-        return f"llama.cpp {getattr(llama_cpp, '__version__', '?')} · {'GPU offload' if gpu else 'CPU'}"
+        gpu = build_info.supports_gpu_offload()
+        return f"llama.cpp {build_info.bindings_version()} · {'GPU offload' if gpu else 'CPU'}"
     except Exception as e:
         return f"llama.cpp unavailable ({type(e).__name__})"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import platformdirs
 
 from app.models.integrity import read_marker, sha256_file, write_marker
+from app.runtime import build_info
 
 CACHE_ENV = "DYNADRAFT_MODEL_CACHE"
 
@@ -142,18 +143,12 @@ def ensure_quantized(key: str, ftype: str) -> Path:
 
     Used as a real, imperfect draft with the target's own tokenizer.
     """
-    import llama_cpp
-
     src = ensure_model(key)
     dest = src.with_name(f"{src.stem}.requant-{ftype}.gguf")
     if dest.is_file():
         return dest
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype.upper()}")
-    params.allow_requantize = True
-    params.nthread = os.cpu_count() or 2
     tmp = dest.with_name(dest.name + ".part")
-    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), params)
+    rc = build_info.quantize(src, tmp, ftype)
     if rc != 0:
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"llama_model_quantize failed ({rc}) for {key} -> {ftype}")

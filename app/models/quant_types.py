@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from app.runtime import build_info
+
 # Where a type id comes from decides whether the bundled runtime can load it.
 MAINLINE = "mainline"
 FORK = "fork"
@@ -93,15 +95,11 @@ def runtime_type_names() -> dict[int, str]:
     names: dict[int, str] = {}
     count: int | None = None
     try:
-        import llama_cpp
-
-        for attr in dir(llama_cpp):
-            if attr.startswith("GGML_TYPE_") and attr != "GGML_TYPE_COUNT":
-                value = getattr(llama_cpp, attr)
-                if isinstance(value, int):
-                    names.setdefault(value, attr.removeprefix("GGML_TYPE_"))
-        count = int(llama_cpp.GGML_TYPE_COUNT)
-    except (ImportError, AttributeError, OSError, RuntimeError):
+        ggml_types = build_info.constants("GGML_TYPE_")
+        count = ggml_types.pop("COUNT")
+        for name, value in ggml_types.items():
+            names.setdefault(value, name)
+    except (*build_info.UNAVAILABLE, KeyError):
         pass
     try:
         from gguf import GGMLQuantizationType
@@ -121,12 +119,9 @@ def mainline_file_type_names() -> dict[int, str]:
     """general.file_type values known to mainline (llama_ftype), as short names like 'Q4_K_M' or 'IQ3_S'."""
     names: dict[int, str] = {}
     try:
-        import llama_cpp
-
-        for attr in dir(llama_cpp):
-            if attr.startswith("LLAMA_FTYPE_") and isinstance(getattr(llama_cpp, attr), int):
-                names.setdefault(getattr(llama_cpp, attr), _short_ftype(attr.removeprefix("LLAMA_FTYPE_")))
-    except (ImportError, OSError, RuntimeError):
+        for name, value in build_info.constants("LLAMA_FTYPE_").items():
+            names.setdefault(value, _short_ftype(name))
+    except build_info.UNAVAILABLE:
         pass
     try:
         from gguf import LlamaFileType

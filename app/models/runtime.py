@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.models.quant_types import runtime_type_names
+from app.runtime import build_info
 from app.runtime.device import Device, list_devices
 
 
@@ -27,13 +28,13 @@ class RuntimeInfo:
 def runtime_info() -> RuntimeInfo:
     """Describe the bundled llama-cpp-python; never raises (a broken install is reported in `error`)."""
     try:
-        import llama_cpp
-    except (ImportError, OSError, RuntimeError) as e:
+        version = build_info.bindings_version()
+    except build_info.UNAVAILABLE as e:
         return RuntimeInfo("llama-cpp-python", "not installed", "", error=f"{type(e).__name__}: {e}")
     info = RuntimeInfo(
         name="llama-cpp-python (bundled llama.cpp)",
-        version=str(getattr(llama_cpp, "__version__", "?")),
-        system_info=llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+        version=version,
+        system_info=build_info.system_info(),
         loadable_types=runtime_type_names(),
     )
     try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.runtime.structured import JSON_OBJECT_SCHEMA, SchemaError, json_schema_grammar
 from app.server import tools as tool_syntax
 from app.server.errors import ApiError
 from app.server.schemas import ChatCompletionRequest, CompletionRequest
-from app.server.structured import JSON_OBJECT_SCHEMA, SchemaError, json_schema_grammar
 
 
 def schema_grammar(schema: Any, param: str) -> str:

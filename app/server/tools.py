@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.engine.chat_format import CLOSE, OPEN
-from app.server.structured import SchemaError, json_schema_rules
+from app.runtime.structured import SchemaError, json_schema_rules
 
 
 def template_message(message: Mapping[str, Any]) -> dict[str, Any]:

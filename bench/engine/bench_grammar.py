@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
 from app.runtime import grammar as grammar_mod
 from app.runtime.grammar import Grammar
 from app.runtime.sampling import SamplingParams
-from app.server.structured import json_schema_grammar
+from app.runtime.structured import json_schema_grammar
 from app.speculative.settings import PLAIN, SpecSettings
 
 SCHEMA = {
