@@ -148,11 +148,18 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="generate text from a prompt (with speculative decoding)")
     p.add_argument("--model", required=True, metavar="PATH", help=MODEL_HELP)
     p.add_argument("--draft", metavar="PATH", help="draft GGUF model, path or name (same vocabulary as the target)")
-    p.add_argument("--lookup", action="store_true", help="draft with prompt n-gram lookup instead of a draft model")
+    p.add_argument(
+        "--source",
+        metavar="NAME",
+        help="the draft source: any registered one (today draft, lookup, mtp), pool (chosen per step) or none; "
+        "a wrong name is refused with the list",
+    )
+    p.add_argument("--lookup", action="store_true", help="draft with prompt n-gram lookup (--source lookup)")
     p.add_argument(
         "--mtp",
         action="store_true",
-        help="draft with the model's own multi-token-prediction head (GGUFs with MTP/NextN layers, e.g. Qwen3.5/3.6)",
+        help="draft with the model's own multi-token-prediction head (GGUFs with MTP/NextN layers, e.g. Qwen3.5/3.6; "
+        "--source mtp)",
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
@@ -161,7 +168,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost-stop", action="store_true", help=COST_STOP_HELP)
     p.add_argument("--spec-n-min", type=int, default=0, metavar="K", help="drop drafts shorter than this")
     p.add_argument("--adaptive", action="store_true", help="draft length follows measured acceptance")
-    p.add_argument("--pool", action="store_true", help="choose the draft source per step from live telemetry")
+    p.add_argument("--pool", action="store_true", help="choose the draft source per step (--source pool)")
     p.add_argument("--prompt", required=True, help="the user message")
     p.add_argument("--system", help="a system message")
     p.add_argument("--raw", action="store_true", help="send the prompt as raw text, without the chat template")

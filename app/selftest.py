@@ -20,7 +20,7 @@ def run_self_test() -> int:
         ok = False
     else:
         try:
-            from app.engine.session import EngineConfig
+            from app.engine.config import EngineConfig
             from app.engine.types import GenerationRequest
             from app.engine.worker import Engine
             from app.runtime.llama import system_info

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app.calibration.external import calibrate_session
 from app.calibration.runner import CalibrationCancelled, Progress, check_corpus
-from app.engine.session import config_from_args
+from app.engine.config_args import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine, print_context_notes
 

@@ -239,11 +239,9 @@ def run_calibration(
     dry_run: bool = False,
 ) -> Result:
     """Run the sweep on the engine thread's session; returns the result and (unless dry_run) saves the table."""
-    from app.engine.identity import session_fingerprint
-
     session = require_bundled(runtime)
     t_start = time.perf_counter()
-    fingerprint = session_fingerprint(session)
+    fingerprint = session.fingerprint()
     usable = [c for c in plan.candidates if c.is_plain or registry.unavailable(c.source, session.sources) is None]
     cells = sweep_cells(plan)
     corpora = cell_corpora(plan)

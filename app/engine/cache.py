@@ -8,12 +8,9 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from app.runtime.llama import Context, LlamaError, common_prefix
-
-if TYPE_CHECKING:
-    from app.engine.cache_disk import DiskStore
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +85,14 @@ class Attachment(Protocol):
     def restored(self, tokens: Sequence[int], state: bytes | None) -> None:
         """The context was restored to `tokens` from a checkpoint carrying `state` (None: it carried nothing)."""
         ...
+
+
+class Spill(Protocol):
+    """Where states outlive the process (cache_disk.DiskStore): read once at start, written at close."""
+
+    def load(self) -> list[Entry]: ...
+
+    def save(self, entries: list[Entry]) -> None: ...
 
 
 @dataclass
@@ -296,7 +301,7 @@ class ConversationCache:
         store: PromptCache,
         contexts: dict[str, Context],
         checkpoints: int,
-        disk: DiskStore | None,
+        disk: Spill | None,
         attachments: Mapping[str, Attachment] | None = None,
     ):
         self.store = store
@@ -314,7 +319,7 @@ class ConversationCache:
         cache_ram_mib: int | None,
         checkpoints: int,
         contexts: dict[str, Context],
-        disk: DiskStore | None = None,
+        disk: Spill | None = None,
         attachments: Mapping[str, Attachment] | None = None,
     ) -> ConversationCache:
         return cls(PromptCache(budget_bytes(cache_ram_mib)), contexts, checkpoints, disk, attachments)

@@ -145,3 +145,8 @@ class TextStream:
                     best = k
                     break
         return best
+
+
+def adds_bos(text: str, add_bos: bool, bos_text: str) -> bool:
+    """Whether tokenizing a rendered chat needs the BOS added: not when the template already wrote it."""
+    return add_bos and not (bos_text and text.startswith(bos_text))

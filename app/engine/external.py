@@ -10,16 +10,12 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from app.engine.chat import adds_bos
+from app.engine.config import EngineConfig
 from app.engine.external_policy import LOOKUP_SPEC_TYPE, load_policy, lookup_args, per_request_state, spec_types
 from app.engine.history import RollingWindow, check_prompt_fits
+from app.engine.request_policy import choose_settings, policy_without_table, request_class
 from app.engine.runtime import Capabilities, ModelMeta
-from app.engine.session import (
-    EngineConfig,
-    adds_bos,
-    choose_settings,
-    policy_without_table,
-    request_class,
-)
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,

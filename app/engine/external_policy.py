@@ -6,17 +6,23 @@ import re
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from app.engine.identity import cached_sha256, calibration_store, config_fingerprint
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
 from app.policy.fingerprint import Fingerprint
-from app.runtime.llama_server import SPECULATIVE_FIELDS, CliDialect, ExternalServerError, resolve_binary
+from app.runtime.llama_server import (
+    SPECULATIVE_FIELDS,
+    CliDialect,
+    ExternalServerError,
+    ServerFeatures,
+    resolve_binary,
+)
 from app.runtime.threads import resolve_threads
 from app.speculative.settings import SpecSettings
 
 if TYPE_CHECKING:
-    from app.engine.external import ExternalSession
+    from app.engine.config import EngineConfig
     from app.policy.store import TableStore
 
 # DynaDraft's prompt lookup is llama.cpp's n-gram drafting without a draft model. `ngram-simple` is the same idea
@@ -25,6 +31,22 @@ if TYPE_CHECKING:
 LOOKUP_SPEC_TYPE = "ngram-simple"
 LOOKUP_NGRAM = 4  # the longest n-gram DynaDraft's own lookup tries (PromptLookupSource's default)
 _SPEC_TYPE_RE = re.compile(r"\b(?:none|draft-[a-z]+|ngram-[a-z0-9-]+)\b")
+
+
+class ServerRun(Protocol):
+    """What this module reads of a running external session (app/engine/external.ExternalSession)."""
+
+    @property
+    def config(self) -> EngineConfig: ...
+
+    @property
+    def features(self) -> ServerFeatures: ...
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    @property
+    def caps(self) -> DraftCaps: ...
 
 
 @lru_cache(maxsize=16)
@@ -69,19 +91,19 @@ def binary_sha256(binary: str) -> str:
     return cached_sha256(resolve_binary(binary))
 
 
-def runtime_label(session: ExternalSession) -> str:
+def runtime_label(session: ServerRun) -> str:
     """The fingerprint's llama_build for an external server: its /props build_info and its binary's sha256."""
     assert session.config.server_binary is not None
     return f"llama-server {session.features.build_info} sha256:{binary_sha256(session.config.server_binary)}"
 
 
-def external_fingerprint(session: ExternalSession) -> Fingerprint:
+def external_fingerprint(session: ServerRun) -> Fingerprint:
     """The calibration fingerprint of a model (and draft) on one llama-server binary; -t is what it starts with."""
     threads = resolve_threads(session.config.n_threads)
     return config_fingerprint(session.config, session.n_ctx, threads, runtime_label(session))
 
 
-def external_store(session: ExternalSession) -> TableStore:
+def external_store(session: ServerRun) -> TableStore:
     """The table store of this model pair on this binary: apart from the bundled runtime's (and other binaries'),
     so calibrating one runtime never replaces another's active table."""
     assert session.config.server_binary is not None
@@ -134,9 +156,9 @@ def lifetime_setting(policy: DynamicDraftPolicy, caps: DraftCaps) -> SpecSetting
     return static.setting if static is not None else None
 
 
-def load_policy(session: ExternalSession) -> tuple[DynamicDraftPolicy, str, SpecSettings | None]:
+def load_policy(session: ServerRun) -> tuple[DynamicDraftPolicy, str, SpecSettings | None]:
     """(policy, status line, lifetime setting) from this runtime's active table; never raises for a bad table."""
-    from app.engine.session import policy_without_table
+    from app.engine.request_policy import policy_without_table
 
     store = external_store(session)
     if store.active_id() is None:

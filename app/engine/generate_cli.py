@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from app.engine.session import config_from_args
+from app.engine.config_args import config_from_args
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, InvalidRequest, StepEvent, TextEvent
 from app.engine.worker import Engine, print_context_notes
 from app.runtime import sampler_flags
@@ -20,18 +20,28 @@ from app.speculative.sources import PromptLookupSource
 MTP_DEFAULT_N_MAX = 3
 
 
+def source_from_args(args: argparse.Namespace) -> str | None:
+    """The draft source asked for: --source NAME (any registered source, "pool" or "none"), or its aliases --pool,
+    --mtp and --lookup (in that precedence); None when none is named. A --source that an alias contradicts is an
+    error (ValueError); an unknown name is refused with the registry's choices when the settings are built."""
+    alias = POOL if args.pool else (MtpSource.name if args.mtp else PromptLookupSource.name if args.lookup else None)
+    if args.source is not None and alias is not None and alias != args.source:
+        raise ValueError(f"--source {args.source} and --{alias} name two draft sources: give one")
+    return args.source if args.source is not None else alias
+
+
 def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
     """The request-level override the flags ask for, or None to let Dynamic Draft / defaults decide."""
     if args.no_spec:
         return PLAIN
-    source = POOL if args.pool else (MtpSource.name if args.mtp else PromptLookupSource.name if args.lookup else None)
+    source = source_from_args(args)
     explicit = (
-        args.spec_n_max is not None or args.spec_p_min is not None or args.adaptive or args.pool or args.lookup
-    ) or (args.mtp or args.cost_stop)
+        args.spec_n_max is not None or args.spec_p_min is not None or args.adaptive or source is not None
+    ) or args.cost_stop
     if not explicit:
         return None
     # One MTP head applied recursively drifts after a few tokens: Qwen's own MTP setups draft 2-4.
-    n_max = MTP_DEFAULT_N_MAX if args.mtp and args.spec_n_max is None else args.spec_n_max
+    n_max = MTP_DEFAULT_N_MAX if source == MtpSource.name and args.spec_n_max is None else args.spec_n_max
     return from_intent(
         source,
         draft_loaded=args.draft is not None,
@@ -76,7 +86,8 @@ def run_generate(args: argparse.Namespace) -> int:
         return 2
     try:
         # --mtp asks for the head: a GGUF without one is refused at load, with the reason.
-        config = config_from_args(args, dynamic_draft=not args.no_dd, mtp="on" if args.mtp else "auto")
+        wants_mtp = args.mtp or args.source == MtpSource.name
+        config = config_from_args(args, dynamic_draft=not args.no_dd, mtp="on" if wants_mtp else "auto")
     except ValueError as e:
         print(f"dynadraft generate: {e}", file=sys.stderr)
         return 2

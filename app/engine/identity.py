@@ -12,8 +12,9 @@ from app.paths import get_paths
 from app.policy.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
-    from app.engine.session import EngineConfig, Session
+    from app.engine.config import EngineConfig
     from app.policy.store import TableStore
+from app.runtime import build_info
 from app.runtime.device import best_accelerator, cpu_name
 
 
@@ -52,16 +53,7 @@ def active_device(n_gpu_layers: int) -> tuple[str, str]:
 
 
 def llama_build() -> str:
-    import llama_cpp
-
-    return f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')}"
-
-
-def session_fingerprint(session: Session) -> Fingerprint:
-    """The calibration fingerprint of a loaded Session (target/draft hashes, device, context settings)."""
-    return config_fingerprint(
-        session.config, session.ctx.n_ctx, session.ctx.n_threads, llama_build(), session.model.n_layer
-    )
+    return f"llama-cpp-python {build_info.bindings_version()}"
 
 
 def config_fingerprint(

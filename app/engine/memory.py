@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from app.engine.identity import calibration_store
 from app.policy.content_class import class_key
 from app.policy.source_memory import MEMORY_FILE, SourceMemoryStore, cost_identity, memory_identity
 from app.speculative import memory as sm
@@ -14,28 +15,28 @@ from app.speculative.adaptive import AdaptiveLength, SourcePool
 from app.speculative.telemetry import SourceStats
 
 if TYPE_CHECKING:
-    from app.engine.session import Session
+    from app.engine.config import EngineConfig
+    from app.policy.fingerprint import Fingerprint
 
 __all__ = ["SourceMemoryStore", "WarmStart", "open_store", "remember", "warm_start"]  # the store: Session's type
 
 log = logging.getLogger(__name__)
 
 
-def open_store(session: Session, cost_label: str | None = None) -> SourceMemoryStore | None:
+def open_store(
+    cfg: EngineConfig, fingerprint: Callable[[], Fingerprint], cost_label: str | None = None
+) -> SourceMemoryStore | None:
     """The memory file beside this pair's calibration tables, keyed by this engine's pair + device; None if off.
     cost_label: the device cost profile the pool optimises for instead of measured ms (its own entry).
 
     Computing the identity hashes the model files once (cached by app/engine/identity), so it runs lazily, on the
     first request that drafts adaptively, not at load.
     """
-    from app.engine.identity import calibration_store, session_fingerprint
-
-    cfg = session.config
     if not cfg.source_memory:
         return None
     try:
         path = calibration_store(cfg.model, cfg.draft).root / MEMORY_FILE
-        fp = session_fingerprint(session)
+        fp = fingerprint()
         identity = memory_identity(fp) + (f"#cost:{cost_label}" if cost_label else "")
         # A device profile replaces measured ms (cost_label): nothing measured to keep, so no verify costs then.
         return SourceMemoryStore(path, identity, costs=None if cost_label else cost_identity(fp))

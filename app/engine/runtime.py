@@ -11,7 +11,7 @@ from app.engine.types import Event, GenerationRequest
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
 
 if TYPE_CHECKING:
-    from app.engine.session import EngineConfig
+    from app.engine.config import EngineConfig
 
 
 @dataclass(frozen=True)

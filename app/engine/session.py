@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -14,19 +14,20 @@ import numpy as np
 
 from app.engine import memory
 from app.engine.cache import ConversationCache
-from app.engine.chat import TemplateError, TextStream, render_chat
+from app.engine.chat import TemplateError, TextStream, adds_bos, render_chat
 from app.engine.chat_format import THINK_CLOSE, THINK_OPEN
+from app.engine.config import MTP_MODES, EngineConfig, profile_of
 from app.engine.history import RollingWindow, check_prompt_fits, saying_dropped
+from app.engine.identity import calibration_store, config_fingerprint, llama_build
 from app.engine.infill import infill_tokens
 from app.engine.logprobs import token_logprob
 from app.engine.profile import (
-    EngineProfile,
     allocation_note,
     context_window,
-    profile_from_args,
     recalibrate_command,
 )
 from app.engine.reasoning_budget import ReasoningBudget, build_budget
+from app.engine.request_policy import choose_settings, policy_without_table, request_class
 from app.engine.runtime import Capabilities, ModelMeta
 from app.engine.types import (
     DoneEvent,
@@ -42,9 +43,9 @@ from app.engine.types import (
     TokenLogprob,
     check_token_ids,
 )
-from app.policy.content_class import CHAT, RequestClass, last_user_text
+from app.policy.content_class import CHAT, RequestClass
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
-from app.policy.edit_kind import classify_request
+from app.policy.fingerprint import Fingerprint
 from app.runtime import mirostat
 from app.runtime.device import resolve_flash_attn
 from app.runtime.dry import Breakers, resolve_breakers
@@ -56,167 +57,18 @@ from app.speculative import registry
 from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, cost_stop_step, profile_cost_model
 from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
 from app.speculative.mtp import MtpSource
-from app.speculative.settings import PLAIN, SpecSettings
+from app.speculative.settings import SpecSettings
 from app.speculative.sources import Draft, DraftSource, SourceEnv, catch_up_ms, load_draft_model, takes_floors
 from app.speculative.telemetry import SourceStats, SpecStats
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 log = logging.getLogger(__name__)
 
-MTP_MODES = ("auto", "on", "off")
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """What to load and how: the target, an optional draft, context sizes, threads, offload and draft caps."""
-
-    model: str
-    draft: str | None = None
-    n_ctx: int = 4096
-    n_batch: int = 512
-    n_threads: int = 0
-    n_gpu_layers: int = 0
-    draft_n_gpu_layers: int | None = None  # None: same as the target
-    flash_attn: str = "auto"  # "auto" | "on" | "off", as llama.cpp's -fa
-    type_k: str = "f16"
-    type_v: str = "f16"
-    use_extra_bufts: bool = True
-    draft_n_max_cap: int = 16  # the server's draft allocation: nothing drafts deeper than this
-    # How many per-token recurrent-state snapshots llama.cpp keeps (n_rs_seq; 0: none), so recurrent/hybrid memory
-    # rolls a rejected draft back in place rather than from a full checkpoint saved before the step; drafts deeper
-    # than this still take the checkpoint. Not the draft cap: every snapshot slot costs the recurrent state in memory,
-    # and the pinned llama.cpp writes every slot's conv state on every decode (n_rs_seq + 1 copies per Gated DeltaNet
-    # layer, plain decoding included). On the H200, MTP n2 on the Qwen3.6-35B shape ran 1.31x faster with 4 than with
-    # 16 (bench/results/2026-12-01-h200-mtp.md); 8 covers the MTP grid (n <= 6) and the common draft depths.
-    recurrent_snapshots: int = 8
-    dynamic_draft: bool = True  # apply the calibrated table when one matches this engine's fingerprint
-    dd_force: bool = False  # force mode: DD's choice wins over request-level speculative fields
-    # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
-    # "on" refuses a GGUF without, "off" never loads it (saves the head's weights and its context).
-    mtp: str = "auto"
-    # Used when neither the request nor Dynamic Draft chooses: llama.cpp's speculative defaults.
-    default_spec: SpecSettings | None = None
-    # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
-    server_binary: str | None = None
-    chat_template: str | None = None  # a Jinja chat template used instead of the GGUF's own (--chat-template-file)
-    # Conversation cache (app/engine/cache.py): host-RAM budget in MiB as llama-server's --cache-ram (None or -1:
-    # sized from free memory, 0: off), checkpoints kept per conversation on recurrent/hybrid models, and a folder
-    # to persist it in across restarts (the app's; None: RAM only).
-    cache_ram_mib: int | None = None
-    cache_checkpoints: int = 4
-    cache_dir: str | None = None
-    # Remember per content class how each draft source did, beside the calibration tables, and warm-start each
-    # request's pool / adaptive length from it (app/engine/memory.py).
-    source_memory: bool = True
-    # The reasoning budget a request gets when it gives none (llama-server's --reasoning-budget; -1: no limit) and
-    # the message committed before a forced closing tag (--reasoning-budget-message).
-    reasoning_budget: int = -1
-    reasoning_budget_message: str = ""
-
-    def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
-        if self.default_spec is not None:
-            return self.default_spec
-        return SpecSettings(source="draft", n_max=16, n_min=0, p_min=0.75) if has_draft else PLAIN
-
-
-def config_from_args(args: Any, **extra: Any) -> EngineConfig:
-    """The EngineConfig the CLI's shared flags describe (--model, --draft: a path or a local model's name, see
-    resolve_model_arg; --server-binary and the engine profile:
-    --ctx-size, --batch-size, --threads, --gpu-layers, --flash-attn, resolved by `resolve_profile`, so every
-    subcommand gets the same defaults); `extra` sets the rest."""
-    from app.models.local import resolve_model_arg
-
-    budget = getattr(args, "reasoning_budget", None)
-    draft = getattr(args, "draft", None)
-    return config_with_profile(
-        str(resolve_model_arg(args.model)),
-        str(resolve_model_arg(draft, "--draft")) if draft else None,
-        profile_from_args(args),
-        server_binary=getattr(args, "server_binary", None),
-        chat_template=_read_text(getattr(args, "chat_template_file", None)),
-        cache_ram_mib=getattr(args, "cache_ram", None),
-        reasoning_budget=-1 if budget is None else budget,
-        reasoning_budget_message=getattr(args, "reasoning_budget_message", None) or "",
-        **extra,
-    )
-
-
-def _read_text(path: str | None) -> str | None:
-    return Path(path).read_text(encoding="utf-8") if path else None
-
-
-def config_with_profile(model: str, draft: str | None, profile: EngineProfile, **extra: Any) -> EngineConfig:
-    """An EngineConfig running `profile` (the CLI and the app build theirs here)."""
-    return EngineConfig(
-        model=model,
-        draft=draft,
-        n_ctx=profile.n_ctx,
-        n_batch=profile.n_batch,
-        n_threads=profile.n_threads,
-        n_gpu_layers=profile.n_gpu_layers,
-        flash_attn=profile.flash_attn,
-        **extra,
-    )
-
-
-def profile_of(config: EngineConfig) -> EngineProfile:
-    return EngineProfile(config.n_ctx, config.n_gpu_layers, config.flash_attn, config.n_batch, config.n_threads)
-
-
-def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPolicy:
-    """The policy before (or without) a calibration table: DD decides "no_table" and the configured default runs."""
-    return DynamicDraftPolicy(
-        None,
-        None,
-        default=config.resolved_default_spec(config.draft is not None),
-        enabled=config.dynamic_draft,
-        force=config.dd_force,
-        load_message=message,
-    )
-
-
-def choose_settings(
-    policy: DynamicDraftPolicy,
-    caps: DraftCaps,
-    n_prompt: int,
-    override: SpecSettings | None,
-    loaded: Collection[str],
-    missing: Mapping[str, str] | None = None,
-    content_class: RequestClass | None = None,
-) -> tuple[SpecSettings, DecisionRecord]:
-    """Dynamic Draft's decision on the exact prompt-token count and the request's class (RequestClass) (every runtime
-    decides the same way); `loaded`: the draft sources the runtime has, which an override must be able to run on;
-    `missing`: why some others are not there (e.g. "mtp": the file has no MTP layers), said in the refusal."""
-    if override is not None and missing and override.source in missing and override.source not in loaded:
-        raise InvalidRequest(
-            f"speculative.source {override.source!r} needs the model's own head: {missing[override.source]}"
-        )
-    if override is not None and (why := registry.unavailable(override.source, loaded)):
-        raise InvalidRequest(f"speculative.source {override.source!r} {why}")
-    if content_class is None:
-        return policy.decide(n_prompt, override, caps)
-    c = content_class
-    return policy.decide(n_prompt, override, caps, c.content_class, c.cue, c.subclass, c.subclass_cue)
-
-
-def request_class(request: GenerationRequest, text: str) -> RequestClass:
-    """The request's content class and the cue that decided it, from its templated prompt `text` (once per
-    request; Dynamic Draft and the speculation statistics both use it), and for copy_edit its sub-class from the
-    instruction's wording. A grammar (also what response_format and tool_choice become) or tools make it
-    structured."""
-    structured = request.grammar is not None or bool(request.tools)
-    return classify_request(text, last_user_text(request.messages, text), structured)
-
 
 def opens_think(prompt_text: str) -> bool:
     """Whether a rendered prompt ends inside an open <think> block (the template started the model's reasoning)."""
     start = prompt_text.rfind(THINK_OPEN)
     return start != -1 and start > prompt_text.rfind(THINK_CLOSE) and not prompt_text[start + len(THINK_OPEN) :].strip()
-
-
-def adds_bos(text: str, add_bos: bool, bos_text: str) -> bool:
-    """Whether tokenizing a rendered chat needs the BOS added: not when the template already wrote it."""
-    return add_bos and not (bos_text and text.startswith(bos_text))
 
 
 @dataclass
@@ -442,9 +294,12 @@ class Session:
         return Capabilities(calibrate=True, sources=tuple(self.sources), pool=True, adaptive=True)
 
     def status(self) -> str:
-        from app.engine.identity import llama_build
-
         return f"bundled {llama_build()}"
+
+    def fingerprint(self) -> Fingerprint:
+        """This engine's calibration fingerprint (target/draft hashes, device, context settings); the model files are
+        hashed once (cached by app/engine/identity)."""
+        return config_fingerprint(self.config, self.ctx.n_ctx, self.ctx.n_threads, llama_build(), self.model.n_layer)
 
     @property
     def caps(self) -> DraftCaps:
@@ -459,7 +314,9 @@ class Session:
             return None  # off; or rewards in an unnamed device profile's units, which must not mix with measured ones
         if not self._memory_opened:
             self._memory_opened = True
-            self._memory = memory.open_store(self, self.pool_cost_label if self.pool_step_cost is not None else None)
+            self._memory = memory.open_store(
+                self.config, self.fingerprint, self.pool_cost_label if self.pool_step_cost is not None else None
+            )
         return self._memory
 
     def _seed_verify_costs(self) -> int:
@@ -488,8 +345,6 @@ class Session:
         return int(self.ctx.n_ctx)
 
     def model_meta(self) -> ModelMeta:
-        from app.engine.identity import llama_build
-
         m = self.model
         return ModelMeta(
             self.n_ctx,
@@ -514,14 +369,12 @@ class Session:
         Without a table, DD decides "no_table" and the configured default runs, so every generation still carries
         a decision record. The fingerprint (which hashes the model files, cached) is computed only if a table exists.
         """
-        from app.engine.identity import calibration_store, session_fingerprint
-
         store = calibration_store(self.config.model, self.config.draft)
         if not store.active_path.exists():  # a corrupt pointer goes on, to be reported
             self.policy = policy_without_table(self.config, "no calibration table yet")
             self.dd_status = "no calibration table yet: run a calibration"
             return self.dd_status
-        fingerprint = session_fingerprint(self)
+        fingerprint = self.fingerprint()
         result = store.load_active(fingerprint)
         self.policy = DynamicDraftPolicy.from_load_result(
             result,

@@ -12,8 +12,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
+from app.engine.config import EngineConfig
 from app.engine.runtime import ModelMeta, Runtime, Tokenizer
-from app.engine.session import EngineConfig, Session
+from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, Event, GenerationRequest, GenerationSummary, QueueFull
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.engine.session import config_from_args
+from app.engine.config_args import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine, print_context_notes
 from app.runtime import sampler_flags

@@ -13,7 +13,8 @@ import argparse
 import json
 from pathlib import Path
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
 from app.runtime.sampling import SamplingParams

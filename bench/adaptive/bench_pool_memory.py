@@ -25,7 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, StepEvent
 from app.models.packaged import speculative_pair
 from app.runtime.sampling import SamplingParams

@@ -16,7 +16,8 @@ import random
 import statistics
 import time
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN

@@ -21,8 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.engine.config import EngineConfig
 from app.engine.history import RollingWindow
-from app.engine.session import EngineConfig, Session
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN

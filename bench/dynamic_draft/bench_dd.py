@@ -11,7 +11,8 @@ import statistics
 import time
 
 from app.calibration.runner import FIXED_BASELINE, build_messages, corpus_text, default_plan, run_calibration
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
 from app.runtime.sampling import SamplingParams

@@ -10,7 +10,8 @@ import argparse
 import statistics
 import time
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
 from app.runtime.sampling import SamplingParams

@@ -15,7 +15,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
 from app.runtime.dry import DEFAULT_BREAKERS, resolve_breakers

@@ -19,8 +19,9 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+from app.engine.config import EngineConfig
 from app.engine.external import ExternalSession
-from app.engine.session import EngineConfig, Session
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.packaged import speculative_pair
 from app.runtime.sampling import SamplingParams

@@ -116,7 +116,8 @@ def _cost_rows(ctx, n_vocab: int, contexts, batches, reps: int, label: str) -> d
 def engine(out: str, target: str, draft: str, contexts=(512, 4096), max_tokens=128) -> None:
     max_tokens = int(os.environ.get("DD_MAX_TOKENS", max_tokens))
     from app.calibration.runner import build_messages, corpus_text
-    from app.engine.session import EngineConfig, Session
+    from app.engine.config import EngineConfig
+    from app.engine.session import Session
     from app.engine.types import DoneEvent, GenerationRequest, StepEvent
     from app.runtime.sampling import SamplingParams
     from app.speculative.settings import PLAIN, SpecSettings

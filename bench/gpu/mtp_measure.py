@@ -75,7 +75,7 @@ def _partial_state_ms(ctx: Any) -> tuple[int, float, float]:
 
 
 def mtp_costs(out: str, path: str) -> None:
-    from app.engine.session import EngineConfig
+    from app.engine.config import EngineConfig
     from app.runtime.llama import Context, ContextParams, Model, ModelParams
     from app.speculative.mtp import attach_mtp
 
@@ -267,7 +267,8 @@ def _hang_snapshot(srv: Any) -> dict[str, Any]:
 
 def mtp_bench(out: str, path: str, server: str) -> None:
     from app.calibration.runner import build_messages, corpus_text
-    from app.engine.session import EngineConfig, Session
+    from app.engine.config import EngineConfig
+    from app.engine.session import Session
     from app.engine.types import GenerationRequest
     from app.runtime.llama_server import ExternalServer, ServerSpec
     from app.speculative.exactness import compare
@@ -575,7 +576,8 @@ def mtp_plain(out: str, path: str, server: str) -> None:
     step_profile, to tell a uniformly slow run from one with stalls (the engine's plain runs were bimodal on the
     H200 while llama-server's were not)."""
     from app.calibration.runner import build_messages, corpus_text
-    from app.engine.session import EngineConfig, Session
+    from app.engine.config import EngineConfig
+    from app.engine.session import Session
     from app.engine.types import GenerationRequest
     from app.runtime.llama_server import ExternalServer, ServerSpec
     from app.runtime.threads import default_threads, resolve_threads

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from app.engine.session import EngineConfig
+    from app.engine.config import EngineConfig
     from app.engine.types import GenerationRequest
     from app.engine.worker import Engine
     from app.gui.main import MainWindow, _app, dispose

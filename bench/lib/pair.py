@@ -11,7 +11,8 @@ from bench.lib.held_out import HELD_OUT
 
 def pair_session(threads: int, n_ctx: int = 4096):
     """A session of the pair (Dynamic Draft off: each request names its setting)."""
-    from app.engine.session import EngineConfig, Session
+    from app.engine.config import EngineConfig
+    from app.engine.session import Session
     from app.models.packaged import ensure_model
 
     target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")

@@ -386,7 +386,8 @@ def record(
     out: str, max_tokens: int, prompts: list[str], calib_contexts: list[int], threads: int = 0, flash_attn: str = "off"
 ) -> None:
     from app.calibration.runner import build_messages, corpus_text
-    from app.engine.session import EngineConfig, Session
+    from app.engine.config import EngineConfig
+    from app.engine.session import Session
     from app.models.packaged import ensure_model
 
     target, draft = ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")

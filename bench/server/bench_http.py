@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import httpx
 
-    from app.engine.session import EngineConfig
+    from app.engine.config import EngineConfig
     from app.engine.worker import Engine
     from app.server.runner import EndpointServer
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from app.calibration.runner import CalibrationCancelled, Plan, build_messages, corpus_text, run_calibration
+from app.engine.config import EngineConfig
 from app.engine.identity import calibration_store
-from app.engine.session import EngineConfig, Session
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.speculative.settings import PLAIN, SpecSettings
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from tests.engine.tiny_gguf import write_tiny_mamba, write_tiny_qwen35
 
 

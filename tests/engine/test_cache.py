@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from app.engine.cache import Entry, PromptCache, budget_bytes, default_budget, reusable
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.runtime.llama import Context
 from app.runtime.sampling import SamplingParams

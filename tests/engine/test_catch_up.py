@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.identity import calibration_store, session_fingerprint
-from app.engine.session import PASSED_OVER, EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.identity import calibration_store
+from app.engine.session import PASSED_OVER, Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.policy import DynamicDraftPolicy, new_table
 from app.runtime.sampling import SamplingParams
@@ -83,7 +84,7 @@ def test_a_draft_that_cannot_pay_here_says_so_instead_of_being_absent(session: S
 
 
 def _dd_picks_the_draft_model(s: Session) -> None:
-    fp = session_fingerprint(s)
+    fp = s.fingerprint()
     s.set_policy(DynamicDraftPolicy(new_table(fp, draft_wins_narrowly()), fp))
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.config import EngineConfig
 from app.engine.history import RollingWindow
-from app.engine.session import EngineConfig, Session
+from app.engine.session import Session
 from app.engine.types import ContextLengthExceeded, DoneEvent, GenerationRequest, GenerationSummary
 from app.runtime.sampling import SamplingParams
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.config import EngineConfig
 from app.engine.profile import DEFAULT_CTX, allocation_note, context_window, resolve_profile
-from app.engine.session import EngineConfig, Session
+from app.engine.session import Session
 from app.engine.types import ContextLengthExceeded, GenerationRequest
 from app.runtime.llama import Model
 from app.runtime.sampling import SamplingParams

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN, SpecSettings

@@ -91,3 +91,22 @@ def test_model_by_name_from_the_models_folder_as_lms_load_and_ollama_take_it(
     for name, says in refused.items():
         p = dynadraft("generate", "--model", name, *args, env=env)
         assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_source_names_any_registered_draft_source_and_the_aliases_agree(smollm2_path: Path) -> None:
+    # --source takes a registry name (a newly registered source needs no flag of its own); --lookup is its alias.
+    args = ("--model", str(smollm2_path), "--ctx-size", str(CTX), *THREADS, "--temperature", "0")
+    prompt = ("--raw", "--prompt", "apple, pear, plum, fig, apple, pear, plum, fig, apple,", "--max-tokens", "12")
+    named, _ = generate_json(*args, *prompt, "--source", "lookup")
+    alias, _ = generate_json(*args, *prompt, "--lookup")
+    assert named["speculative"] == alias["speculative"] and named["speculative"]["source"] == "lookup"
+    assert named["tokens"] == alias["tokens"]
+    none, _ = generate_json(*args, *prompt, "--source", "none")
+    assert none["speculative"]["source"] == "none"
+    for flags, says in (
+        (("--source", "bogus"), "must be one of draft, lookup, mtp, none, pool"),
+        (("--source", "lookup", "--pool"), "name two draft sources"),
+    ):
+        p = dynadraft("generate", *args, *prompt, *flags)
+        assert p.returncode == 2, p.stderr
+        assert says in p.stderr and "Traceback" not in p.stderr

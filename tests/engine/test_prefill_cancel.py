@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 
 N_BATCH = 16

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import GenerationRequest
 from tests.engine.tiny_gguf import write_tiny_llama
 

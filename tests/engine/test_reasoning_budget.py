@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.config import EngineConfig
 from app.engine.external import ExternalSession
 from app.engine.reasoning_budget import ReasoningBudget, build_budget
-from app.engine.session import EngineConfig, Session
+from app.engine.session import Session
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
 from app.runtime.sampling import SamplingParams
 from app.speculative.settings import SpecSettings

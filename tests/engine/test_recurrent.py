@@ -25,7 +25,8 @@ import llama_cpp as L
 import numpy as np
 import pytest
 
-from app.engine.session import EngineConfig, Session, top2_margin
+from app.engine.config import EngineConfig
+from app.engine.session import Session, top2_margin
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, StepEvent
 from app.runtime.llama import Context, LlamaError
 from app.runtime.sampling import SamplingParams

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import ContextLengthExceeded, DoneEvent, GenerationRequest, GenerationSummary, TextEvent
 from app.engine.worker import Engine
 from app.runtime.sampling import SamplingParams, distribution

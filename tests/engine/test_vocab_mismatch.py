@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.runtime.sampling import SamplingParams, distribution
 from app.speculative.exactness import compare

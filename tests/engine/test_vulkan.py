@@ -128,7 +128,8 @@ from app.runtime.device import list_devices
 out = {"backends": backend_names(), "devices": [d.description for d in list_devices() if d.type != "CPU"]}
 if not has_vulkan_backend() or not out["devices"]:
     print(json.dumps(out)); sys.exit(0)
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
 from app.runtime.sampling import SamplingParams
 from app.speculative.settings import PLAIN, SpecSettings

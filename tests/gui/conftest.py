@@ -19,7 +19,7 @@ pytest.importorskip("pytestqt", reason="the GUI tests need pytest-qt")
 @pytest.fixture(scope="session")
 def gui_engine(smollm2_path: Path) -> Iterator[object]:
     """A real Engine on the small model, shared by the GUI tests (windows adopt it and never close it)."""
-    from app.engine.session import EngineConfig
+    from app.engine.config import EngineConfig
     from app.engine.worker import Engine
 
     # One core is left to the GUI thread (as a desktop app would): the latency test measures the app, not the

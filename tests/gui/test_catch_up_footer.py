@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.identity import calibration_store, session_fingerprint
+from app.engine.identity import calibration_store
 from app.gui.main import MainWindow
 from app.policy import new_table
 from tests.engine.helpers import DRAFT, LOOKUP, draft_wins_narrowly, long_text
@@ -18,7 +18,7 @@ from tests.engine.helpers import DRAFT, LOOKUP, draft_wins_narrowly, long_text
 
 @pytest.fixture()
 def draft_engine(smollm2_path: Path) -> Iterator[object]:
-    from app.engine.session import EngineConfig
+    from app.engine.config import EngineConfig
     from app.engine.worker import Engine
     from app.models.packaged import ensure_quantized
 
@@ -29,7 +29,7 @@ def draft_engine(smollm2_path: Path) -> Iterator[object]:
 
 
 def test_the_footer_says_which_draft_row_its_catch_up_ruled_out(make_window, draft_engine, qtbot) -> None:  # type: ignore[no-untyped-def]
-    fp = draft_engine.call(session_fingerprint)
+    fp = draft_engine.call(lambda s: s.fingerprint())
     store = calibration_store(draft_engine.config.model, draft_engine.config.draft)
     store.save(new_table(fp, draft_wins_narrowly()))
     try:

@@ -63,7 +63,7 @@ SHOTS = Path("/work/brief/shots")
 
 def test_a_thinking_reply_in_the_app(make_window, qtbot, smollm2_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A real reply under a template that opens <think>: the app shows it as thinking, collapsed, with its count."""
-    from app.engine.session import EngineConfig
+    from app.engine.config import EngineConfig
     from app.engine.worker import Engine
     from app.gui.main import MainWindow
 

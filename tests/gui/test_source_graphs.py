@@ -18,7 +18,7 @@ COPY = f"Repeat this code exactly:\n\n```python\n{CODE}```"
 
 @pytest.fixture(scope="module")
 def pair_engine(smollm2_path: Path) -> Iterator[object]:
-    from app.engine.session import EngineConfig
+    from app.engine.config import EngineConfig
     from app.engine.worker import Engine
     from app.models.packaged import ensure_quantized
 

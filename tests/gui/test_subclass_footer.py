@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from app.engine.identity import calibration_store, session_fingerprint
+from app.engine.identity import calibration_store
 from app.gui.main import MainWindow
 from app.policy import FrontierRow, new_table
 from app.speculative.settings import PLAIN, SpecSettings
@@ -17,7 +17,7 @@ LOOKUP6 = SpecSettings(source="lookup", n_max=6)
 
 
 def test_reply_footer_names_the_subclass_and_its_rows(make_window, gui_engine, qtbot) -> None:  # type: ignore[no-untyped-def]
-    fp = gui_engine.call(session_fingerprint)
+    fp = gui_engine.call(lambda s: s.fingerprint())
     whole = (0, 1 << 20)
     rows = [
         FrontierRow(*whole, PLAIN, 50.0, 1.0, 3, True),

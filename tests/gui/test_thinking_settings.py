@@ -42,7 +42,7 @@ def _through_the_dialog(w: MainWindow, qtbot, thinking: str, budget: str) -> tup
 
 
 def test_thinking_and_its_budget_from_the_dialog(make_window, qtbot, smollm2_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.engine.session import EngineConfig
+    from app.engine.config import EngineConfig
     from app.engine.worker import Engine
 
     # SmolLM2 under a template that opens <think> unless enable_thinking is false (as Qwen3's do); SmolLM2 never

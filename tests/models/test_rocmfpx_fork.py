@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.config import EngineConfig
 from app.engine.external import ExternalSession
-from app.engine.session import EngineConfig
 from app.engine.types import DoneEvent, GenerationRequest
 from app.models.compat import check_loadable
 from app.models.inspection import inspect_gguf

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.config import EngineConfig
 from app.engine.external import ExternalSession, engine_error, speculative_fields
-from app.engine.session import EngineConfig, Session
+from app.engine.session import Session
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,

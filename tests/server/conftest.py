@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.engine.session import EngineConfig
+from app.engine.config import EngineConfig
 from app.engine.worker import Engine
 from app.server.runner import EndpointServer
 from tests.server.helpers import MAX_BODY, MAX_QUEUE, MODEL_ID

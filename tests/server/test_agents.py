@@ -15,7 +15,7 @@ import jsonschema
 import openai
 import pytest
 
-from app.engine.session import EngineConfig
+from app.engine.config import EngineConfig
 from app.engine.worker import Engine
 from app.server.runner import EndpointServer
 from app.speculative.exactness import compare

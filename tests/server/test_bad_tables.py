@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.engine.identity import calibration_store, session_fingerprint
+from app.engine.identity import calibration_store
 from app.engine.worker import Engine
 from app.policy import FrontierRow, new_table
 from app.policy.schema import validate_table_json
@@ -21,7 +21,7 @@ DEEP = 100_000
 
 
 def _table(engine: Engine, n_max: Any = 3) -> dict[str, Any]:
-    fp = engine.call(session_fingerprint)
+    fp = engine.call(lambda s: s.fingerprint())
     rows = [
         FrontierRow(0, 1 << 20, PLAIN, 10.0, 1.0, 3, True),
         FrontierRow(0, 1 << 20, SpecSettings(source="lookup", n_max=3), 99.0, 1.0, 3, True),

@@ -11,7 +11,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from app.engine.identity import calibration_store, session_fingerprint
+from app.engine.identity import calibration_store
 from app.engine.worker import Engine
 from app.policy import FrontierRow, new_table
 from app.speculative.settings import PLAIN, SpecSettings
@@ -36,7 +36,7 @@ def class_table(engine: Engine) -> Iterator[str]:
     """A hand-written table for the test engine: off is fastest context-only (and for chat), lookup n6 for copy_edit,
     lookup n3 for its near_copy sub-class (additive has no rows: copy_edit's decide), lookup n3 for code. Removed
     (and the engine back to no table) afterwards."""
-    fp = engine.call(session_fingerprint)
+    fp = engine.call(lambda s: s.fingerprint())
     whole = (0, 1 << 20)
     rows = [
         FrontierRow(*whole, PLAIN, 50.0, 1.0, 3, True),

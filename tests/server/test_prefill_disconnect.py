@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.engine.session import EngineConfig
+from app.engine.config import EngineConfig
 from app.engine.worker import Engine
 from app.server.runner import EndpointServer
 

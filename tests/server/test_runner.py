@@ -15,8 +15,8 @@ import httpx
 import openai
 import pytest
 
+from app.engine.config import EngineConfig
 from app.engine.runtime import ModelMeta
-from app.engine.session import EngineConfig
 from app.engine.types import EngineError, GenerationRequest
 from app.engine.worker import Engine, EventSink, RequestHandle
 from app.server.cli import run_serve

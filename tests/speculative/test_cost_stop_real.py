@@ -11,7 +11,8 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from app.engine.session import EngineConfig, Session
+from app.engine.config import EngineConfig
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, StepEvent
 from app.runtime.sampling import SamplingParams
 from app.speculative import registry

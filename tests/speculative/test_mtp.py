@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.session import EngineConfig, Session, choose_settings
+from app.engine.config import EngineConfig
+from app.engine.request_policy import choose_settings
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, InvalidRequest
 from app.runtime.llama import LlamaError
 from app.runtime.sampling import SamplingParams, distribution

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from app.calibration.runner import candidates
-from app.engine.session import EngineConfig
+from app.engine.config import EngineConfig
 from app.engine.types import GenerationRequest, StepEvent
 from app.engine.worker import Engine
 from app.runtime.sampling import SamplingParams
