@@ -41,7 +41,8 @@ find_source() {
   step "cloning the fork's source at ${FORK_COMMIT:0:7} from $FORK_REPO"
   rm -rf "$clone.tmp"
   mkdir -p "$TOOLS"
-  # A blob-less clone, bounded in time so an offline machine answers within a couple of minutes at worst.
+  # A blob-less clone, bounded in time: a machine without the network fails at once where the host does not
+  # resolve, and within 10 minutes at worst where connections hang.
   if GIT_TERMINAL_PROMPT=0 timeout 600 git clone --quiet --filter=blob:none --no-checkout "$FORK_REPO" "$clone.tmp" 2>/dev/null \
     && timeout 600 git -C "$clone.tmp" checkout --quiet "$FORK_COMMIT" 2>/dev/null; then
     mv "$clone.tmp" "$clone"
@@ -94,8 +95,8 @@ if [ -f "$SRC_IN" ]; then
 else
   SRC=$SRC_IN
 fi
-step "building the fork's llama-server and llama-quantize ($BACKEND) from $SRC_IN: about 6 minutes on a fast \
-2-core machine, up to 15 on a slow one" "the build log's last lines are above"
+step "building the fork's llama-server and llama-quantize ($BACKEND) from $SRC_IN: 5.5 to 11 minutes \
+on 2 cores" "the build log's last lines are above"
 START=$(date +%s)
 # shellcheck disable=SC2086  # the flag strings are lists of arguments
 cmake -S "$SRC" -B "$WORK/build" $LLAMA_CMAKE_ARGS $FORK_ARGS >"$WORK/configure.log" 2>&1 \

@@ -4,7 +4,7 @@
 #
 # It stands in for a fork's llama-server (docs/fork-runtime.md) in the tests, computing with the bundled runtime's
 # exact kernels: the same source and CPU flags as the wheel (scripts/llama-build-flags.sh, never -march=native).
-# Where `setup.sh --dev` kept the wheel's CMake build, only the server is compiled on top of it (about a minute) and
+# Where `setup.sh --dev` kept the wheel's CMake build, only the server and the libraries it adds are compiled on top of it and
 # it is cached with the wheel's shared libraries beside it (found through $ORIGIN); else the whole of llama.cpp is
 # built statically (several minutes). Cached in ~/.cache/dynadraft-tools/llama-server-<backend>-<hash of version and
 # flags>/ (DYNADRAFT_TOOLS_CACHE moves it); a second run prints the cached path in milliseconds.
@@ -34,7 +34,8 @@ fi
 JOBS=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}
 mkdir -p "$TOOLS"
 if [ -f "$LLAMA_BUILD_DIR/build/CMakeCache.txt" ]; then
-  step "building llama-server on the wheel's llama.cpp build (about a minute)" "see $LLAMA_BUILD_DIR/server.log"
+  step "building llama-server on the wheel's llama.cpp build (its own sources, llama.cpp's common and mtmd libraries: \
+about 7 minutes on 2 cores)" "see $LLAMA_BUILD_DIR/server.log"
   B=$LLAMA_BUILD_DIR/build
   # $ORIGIN: the server finds the wheel's libllama/libggml copied beside it (those libraries already carry $ORIGIN).
   # shellcheck disable=SC2086  # the flag strings are lists of arguments

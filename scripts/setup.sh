@@ -103,8 +103,8 @@ command -v ninja >/dev/null 2>&1 || BUILD_TOOLS+=(ninja)
 .venv/bin/python -m pip install --quiet "${PIN[@]}" "${BUILD_TOOLS[@]}"
 
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-  step "building llama.cpp ($BACKEND) into a llama-cpp-python $LLAMA_VERSION wheel, once: about 4 minutes on a \
-fast 2-core machine, up to 15 on a slow one (cached in $WHEELS)" \
+  step "building llama.cpp ($BACKEND) into a llama-cpp-python $LLAMA_VERSION wheel, once: 3.5 to 7 minutes on 2 \
+cores (cached in $WHEELS)" \
     "the build log's last lines are above; a missing compiler or a full disk are the usual causes"
   ensure_sdist
   rm -rf "$LLAMA_BUILD_DIR"
