@@ -27,6 +27,7 @@ if [ "${1:-}" = "--path" ]; then  # where the binary is (or will be), without bu
   exit 0
 fi
 if [ -x "$DEST/llama-server" ]; then
+  rm -rf "$LLAMA_BUILD_DIR"  # a wheel's kept build that this cached server no longer needs
   echo "$DEST/llama-server"
   exit 0
 fi
