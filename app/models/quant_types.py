@@ -13,10 +13,13 @@ FORK = "fork"
 UNKNOWN = "unknown"
 
 ROCMFPX_FORK = "ROCmFPx"
-ROCMFPX_SOURCE = "ciru-ai/ROCmFPX ggml/include/ggml.h + include/llama.h @ 202ad2a2"
+ROCMFPX_COMMIT = "c14872f8407f5b0642f3c395439b929021df753a"  # the commit scripts/build-fork-server.sh builds
+ROCMFPX_SOURCE = f"ciru-ai/ROCmFPX ggml/include/ggml.h + include/llama.h @ {ROCMFPX_COMMIT[:7]}"
 
-# general.file_type values (llama_ftype) of the ciru-ai/ROCmFPX fork. Its numbering moved between commits
-# (119 was Q2_0 before Q7_0 was added), which is why tensor ids, not this name, decide what a file contains.
+# general.file_type values (llama_ftype) of the ciru-ai/ROCmFPX fork at ROCMFPX_COMMIT, named after its
+# LLAMA_FTYPE_MOSTLY_* constants (tests/models/test_fork_type_ids.py compares them with the headers). Its numbering
+# moved between commits (a later one has 119 as Q7_0 and 122 as Q2_0), which is why tensor ids, not this name, decide
+# what a file contains.
 ROCMFPX_FILE_TYPES: dict[int, str] = {
     100: "ROCmFP4",
     101: "ROCmFP4_LEAN",
@@ -31,16 +34,13 @@ ROCMFPX_FILE_TYPES: dict[int, str] = {
     113: "ROCmFPx_Q3_0_AGENT",
     114: "ROCmFPx_Q6_0_AGENT",
     115: "ROCmFPx_Q8_0_AGENT",
-    116: "ROCmFPx_Q6_0_STRIX_LEAN",
-    117: "ROCmFPx_Q6_0_STRIX_SPEED",
-    118: "ROCmFPx_Q6_0_STRIX_QUALITY",
-    119: "ROCmFPx_Q7_0",
-    120: "ROCmFPx_Q6_0_LEAN",
-    121: "ROCmFPx_Q6_0_AGENT_LEAN",
-    122: "ROCmFPx_Q2_0",
+    116: "ROCmFPx_Q6_0_LEAN",
+    117: "ROCmFPx_Q6_0_AGENT_LEAN",
+    119: "ROCmFPx_Q2_0",
 }
 
-# ggml_type ids of the same fork. 105/106 are KV-cache types and should never appear in a model file.
+# ggml_type ids of the same fork at the same commit. 105/106 are KV-cache types and should never appear in a model
+# file.
 ROCMFPX_TENSOR_TYPES: dict[int, str] = {
     100: "Q4_0_ROCMFP4",
     101: "Q4_0_ROCMFP4_FAST",
@@ -49,8 +49,7 @@ ROCMFPX_TENSOR_TYPES: dict[int, str] = {
     104: "Q3_0_ROCMFPX",
     105: "TURBO3_0",
     106: "TURBO4_0",
-    107: "Q7_0_ROCMFPX",
-    108: "Q2_0_ROCMFPX",
+    107: "Q2_0_ROCMFPX",
 }
 
 
