@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FORK_FIXTURES = {"fork_server_binary", "fork_quantize_binary", "smollm2_rocmfp4"}
+FORK_FIXTURES = {"fork_server_binary", "fork_quantize_binary", "smollm2_rocmfp4", "fork_source"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -49,24 +49,30 @@ def qwen_pair() -> tuple[Path, Path]:
     return ensure_model("qwen2.5-coder-1.5b"), ensure_model("qwen2.5-coder-0.5b")
 
 
+def script_line(script: str, flag: str, line: int, require_env: str) -> str:
+    """Line `line` of `scripts/<script> <flag>`'s output. A script that finds no source to build from (exit 3: the
+    fork's, where no copy of it is at hand) skips the test with its one-line reason, which says how to provide one,
+    or fails it where `require_env` is set (scripts/test.sh sets it where a source was found)."""
+    out = subprocess.run([str(REPO / "scripts" / script), flag], capture_output=True, text=True)
+    if out.returncode == 3:
+        reason = out.stderr.strip().splitlines()[-1]
+        if os.environ.get(require_env):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()[line]
+
+
 def _built_tool(env: str, script: str, line: int, require_env: str) -> str:
     """A binary from `env`, else from `script --path`'s cache (line `line` of its output); skips when missing,
-    unless `require_env` is set (scripts/test.sh sets it: CI must fail rather than skip).
-
-    A script that finds no source to build from (exit 3: the fork's, where no copy of it is at hand) gives the skip
-    its one-line reason, which says how to provide one."""
+    unless `require_env` is set (scripts/test.sh sets it: CI must fail rather than skip)."""
     value = os.environ.get(env)
     if value:
         return value
-    out = subprocess.run([str(REPO / "scripts" / script), "--path"], capture_output=True, text=True)
-    if out.returncode == 3:
-        reason = out.stderr.strip().splitlines()[-1]
-    else:
-        assert out.returncode == 0, out.stderr
-        cached = out.stdout.splitlines()[line]
-        if os.access(cached, os.X_OK):
-            return cached
-        reason = f"missing: set {env} or run scripts/{script} (expected {cached})"
+    cached = script_line(script, "--path", line, require_env)
+    if os.access(cached, os.X_OK):
+        return cached
+    reason = f"missing: set {env} or run scripts/{script} (expected {cached})"
     if os.environ.get(require_env):
         pytest.fail(reason)
     pytest.skip(reason)
@@ -99,3 +105,10 @@ def smollm2_rocmfp4(fork_quantize_binary: str) -> Path:
     from app.models.fork_quant import ensure_fork_quantized
 
     return ensure_fork_quantized("smollm2-135m", fork_quantize_binary)
+
+
+@pytest.fixture(scope="session")
+def fork_source() -> Path:
+    """Where scripts/build-fork-server.sh finds the fork's source (a tarball or a checkout)."""
+    source = Path(script_line("build-fork-server.sh", "--source", 0, "DYNADRAFT_REQUIRE_FORK_SERVER"))
+    return source if source.is_absolute() else REPO / source

@@ -1,4 +1,5 @@
-"""The architecture's contracts (pyproject.toml's [tool.importlinter], checked by lint-imports): they hold, and fail."""
+"""The architecture's contracts (pyproject.toml's [tool.importlinter]; the test command runs lint-imports on app/ as a
+gate): a violating import breaks them."""
 
 from __future__ import annotations
 
@@ -22,12 +23,6 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
         env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"},
         timeout=120,
     )
-
-
-def test_the_code_keeps_every_contract() -> None:
-    out = _lint(ROOT)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "0 broken" in out.stdout
 
 
 def test_a_violating_import_breaks_the_contracts(tmp_path: Path) -> None:

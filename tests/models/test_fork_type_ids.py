@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import tarfile
 from pathlib import Path
-
-import pytest
 
 from app.models.quant_types import ROCMFPX_COMMIT, ROCMFPX_FILE_TYPES, ROCMFPX_TENSOR_TYPES
 
@@ -16,17 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENUM = re.compile(r"^\s*(GGML_TYPE_\w+|LLAMA_FTYPE_MOSTLY_\w+)\s*=\s*(\d+)", re.M)
 
 
-def _headers() -> str:
-    """ggml.h and llama.h of the fork's source that scripts/build-fork-server.sh finds (skips without one)."""
-    out = subprocess.run([str(ROOT / "scripts" / "build-fork-server.sh"), "--source"], capture_output=True, text=True)
-    if out.returncode == 3:
-        reason = out.stderr.strip().splitlines()[-1]
-        if os.environ.get("DYNADRAFT_REQUIRE_FORK_SERVER"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    source = Path(out.stdout.strip())
-    if not source.is_absolute():
-        source = ROOT / source
+def _headers(source: Path) -> str:
+    """ggml.h and llama.h of the fork's source (a checkout or a tarball)."""
     names = ("ggml/include/ggml.h", "include/llama.h")
     if source.is_dir():
         return "".join((source / n).read_text() for n in names)
@@ -45,8 +32,8 @@ def _fork_file_type_name(constant: str) -> str:
     return f"ROCmFPx_{m.group(1)}{m.group(2) or ''}"
 
 
-def test_the_tables_are_the_built_forks_ids_and_names() -> None:
-    text = _headers()
+def test_the_tables_are_the_built_forks_ids_and_names(fork_source: Path) -> None:
+    text = _headers(fork_source)
     ids = {name: int(value) for name, value in ENUM.findall(text)}
     tensors = {v: k.removeprefix("GGML_TYPE_") for k, v in ids.items() if k.startswith("GGML_TYPE_") and v >= 100}
     tensors.pop(ids["GGML_TYPE_COUNT"], None)
