@@ -42,7 +42,11 @@ fi
 # setup.sh --dev installs Xvfb where it can (root with apt): there the launch journey (J1) must run, not skip.
 if can_apt; then export DYNADRAFT_REQUIRE_XVFB=1; fi
 export QT_QPA_PLATFORM=offscreen
-step "pytest" "the failures are listed above"
+# One pytest worker per core this machine lets us use (affinity, physical cores, a cgroup quota; at most 8), each
+# pinned to its share by tests/conftest.py so llama.cpp's threads never outnumber the cores. A file's tests stay on
+# one worker (--dist loadfile): their module fixtures (loaded models, calibrations) are built once.
+WORKERS=${DYNADRAFT_TEST_WORKERS:-$(.venv/bin/python -c 'from app.runtime.threads import default_threads as d; print(min(8, d()))')}
+step "pytest ($WORKERS workers)" "the failures are listed above"
 # Exit code 5 means pytest collected no test: that is a failure here, as for any other non-zero code.
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q -n "$WORKERS" --dist loadfile "$@"
 step "done"

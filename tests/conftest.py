@@ -12,6 +12,22 @@ REPO = Path(__file__).resolve().parents[1]
 FORK_FIXTURES = {"fork_server_binary", "fork_quantize_binary", "smollm2_rocmfp4", "fork_source"}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (scripts/test.sh) each worker gets its own share of the CPUs. llama.cpp's threads
+    spin-wait, so two workers that both default to every core slow each other down; with the affinity mask split,
+    the default thread count (app.runtime.threads, which reads the mask) gives each worker, and every process it
+    starts, its share. The share is of the cores this process may use (affinity, physical cores, a cgroup quota)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count or not hasattr(os, "sched_setaffinity"):
+        return
+    from app.runtime.threads import default_threads
+
+    cpus = sorted(os.sched_getaffinity(0))
+    per = max(1, default_threads() // int(count))
+    start = int(worker.removeprefix("gw")) * per % len(cpus)
+    os.sched_setaffinity(0, cpus[start : start + per] or cpus[:per])
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Where no copy of the fork's source is at hand, every fork test is skipped with the build script's one reason,
     as a marker, so pytest's summary folds them into one line per file instead of one per test."""
@@ -39,6 +55,15 @@ def smollm2_path() -> Path:
     from app.models.packaged import ensure_model
 
     return ensure_model("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smollm2_q2k_path(smollm2_path: Path) -> Path:
+    """SmolLM2 re-quantised to Q2_K by llama.cpp: a real, imperfect draft sharing the target's tokenizer, and a
+    pair with the target about ten times cheaper than the Qwen pair for tests of what the engine does with drafts."""
+    from app.models.packaged import ensure_quantized
+
+    return ensure_quantized("smollm2-135m", "Q2_K")
 
 
 @pytest.fixture(scope="session")

@@ -13,14 +13,6 @@ from app.engine.session import Session
 from tests.engine.tiny_gguf import write_tiny_mamba, write_tiny_qwen35
 
 
-@pytest.fixture(scope="session")
-def smollm2_q2k_path(smollm2_path: Path) -> Path:
-    """SmolLM2 re-quantised to Q2_K by llama.cpp: a real, imperfect draft sharing the target's tokenizer."""
-    from app.models.packaged import ensure_quantized
-
-    return ensure_quantized("smollm2-135m", "Q2_K")
-
-
 @pytest.fixture(scope="module")
 def small_session(smollm2_path: Path, smollm2_q2k_path: Path) -> Iterator[Session]:
     s = Session(EngineConfig(model=str(smollm2_path), draft=str(smollm2_q2k_path), n_ctx=2048, n_batch=256))

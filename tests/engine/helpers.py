@@ -10,8 +10,8 @@ LOOKUP = SpecSettings("lookup", 4)
 
 
 def long_text(topic: str) -> str:
-    """About 500 tokens the draft's KV has not seen (a new document in a first turn)."""
-    return " ".join(f"Note {i} on {topic}: the {topic} changes with the season and the weather." for i in range(30))
+    """About 250 tokens the draft's KV has not seen (a new document in a first turn)."""
+    return " ".join(f"Note {i} on {topic}: the {topic} changes with the season and the weather." for i in range(15))
 
 
 def draft_wins_narrowly() -> list[FrontierRow]:

@@ -59,7 +59,7 @@ def test_a_reply_too_short_to_win_back_the_catch_up_leaves_the_draft_model_untri
     # over as unable to pay, not for its catch-up). Price its drafting as a small draft's (a tenth of a target
     # decode) and the verify rows as a memory-bound device's (nearly flat) so that only the catch-up decides.
     _price_as_a_small_draft(session)
-    short = _run(session, "forest", 3)  # ~500 new tokens to prefill for at most 2 drafted-for tokens
+    short = _run(session, "forest", 3)  # ~250 new tokens to prefill for at most 2 drafted-for tokens
     assert short.per_source["draft"]["drafted"] == 0
     assert short.per_source["draft"]["idle_reason"].startswith("not tried: prefilling the text it had not seen")
 
@@ -96,7 +96,7 @@ def test_dd_runs_its_choice_without_the_draft_model_when_the_catch_up_cannot_pay
     assert first.settings == DRAFT and first.per_source["draft"]["drafted"] > 0
     assert session.sources["draft"].prefill_ms_per_token is not None  # type: ignore[attr-defined]
 
-    short = _run(session, "forest", 3, spec=None)  # ~500 tokens to prefill to gain on 3 tokens at 48 vs 45 tok/s
+    short = _run(session, "forest", 3, spec=None)  # ~250 tokens to prefill to gain on 3 tokens at 48 vs 45 tok/s
     dd = short.dynamic_draft
     assert dd is not None and dd["reason"] == "catch_up" and dd["passed_over"] == DRAFT.label(), dd
     assert dd["applied"] and dd["selected_label"] == LOOKUP.label() and dd["catch_up_ms"] > 0

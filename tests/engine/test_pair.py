@@ -41,6 +41,12 @@ def _run(s: Session, spec: SpecSettings, **kw) -> GenerationSummary:
     return [e for e in s.generate(req) if isinstance(e, DoneEvent)][0].summary
 
 
+@pytest.fixture(scope="module")
+def plain(pair_session: Session) -> GenerationSummary:
+    """Plain greedy decoding of the prompt with its margins, decoded once for every setting compared with it."""
+    return _run(pair_session, PLAIN, collect_margins=True)
+
+
 def test_pair_is_accepted_and_a_mismatched_pair_is_refused(pair_session: Session, smollm2_path: Path) -> None:
     from app.speculative.sources import IncompatibleDraft, check_pair
 
@@ -60,8 +66,9 @@ def test_pair_is_accepted_and_a_mismatched_pair_is_refused(pair_session: Session
     [SpecSettings("draft", 2), SpecSettings("draft", 4, p_min=0.5), SpecSettings("draft", 8)],
     ids=lambda s: s.label(),
 )
-def test_greedy_exactness_with_the_real_pair(pair_session: Session, spec: SpecSettings) -> None:
-    plain = _run(pair_session, PLAIN, collect_margins=True)
+def test_greedy_exactness_with_the_real_pair(
+    pair_session: Session, plain: GenerationSummary, spec: SpecSettings
+) -> None:
     out = _run(pair_session, spec)
     verdict = compare(plain.tokens, plain.margins, out.tokens)
     assert verdict.acceptable, verdict.describe()

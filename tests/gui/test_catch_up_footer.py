@@ -44,7 +44,7 @@ def test_the_footer_says_which_draft_row_its_catch_up_ruled_out(make_window, dra
                 assert w.chat.send(text)
             footers.append(w.chat.bubbles()[-1].stats_label.text())
         # the first reply runs the draft (its prefill speed unknown yet) and times it; the second, a new text of
-        # ~500 tokens for 3 tokens of reply, cannot win that prefill back: lookup runs, and the footer says why
+        # ~250 tokens for 3 tokens of reply, cannot win that prefill back: lookup runs, and the footer says why
         assert f"DD on: {DRAFT.label()} (table_row" in footers[0], footers[0]
         assert f"DD on: {LOOKUP.label()} (not the draft model's {DRAFT.label()}: it would first prefill" in footers[1]
         shots = os.environ.get("DYNADRAFT_SHOTS")

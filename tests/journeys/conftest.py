@@ -30,13 +30,6 @@ class Calibrated:
 
 
 @pytest.fixture(scope="session")
-def smollm2_q2k_path(smollm2_path: Path) -> Path:
-    from app.models.packaged import ensure_quantized
-
-    return ensure_quantized("smollm2-135m", "Q2_K")
-
-
-@pytest.fixture(scope="session")
 def calibrated(smollm2_path: Path, smollm2_q2k_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Calibrated:
     home = tmp_path_factory.mktemp("journey-home")
     env = {"DYNADRAFT_HOME": str(home)}

@@ -6,6 +6,7 @@ for tool calls (SmolLM2's template has no tools)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
@@ -13,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from app.engine.config import EngineConfig
 from app.engine.worker import Engine
 from app.server.anthropic_messages import MessagesRequest, to_chat
 from app.server.runner import EndpointServer
@@ -292,17 +294,32 @@ def _nearly_full(claude: anthropic.Anthropic, n_ctx: int) -> tuple[list[dict[str
     return numbers(lo), room(lo)
 
 
-def test_max_tokens_is_a_bound_and_the_window_ends_the_reply(claude: anthropic.Anthropic, base_url: str) -> None:
-    """Claude Code asks for 32,000 tokens whatever the window (2,048 here): the reply runs to the window's end and
+@pytest.fixture
+def small_window(smollm2_path: Path) -> Iterator[str]:
+    """An endpoint whose window is 512 tokens: filling it costs a quarter of the shared endpoint's 2,048."""
+    engine = Engine(EngineConfig(model=str(smollm2_path), n_ctx=512, n_threads=1)).wait_ready(120)
+    srv = EndpointServer(engine, MODEL_ID, port=0)
+    srv.start()
+    try:
+        yield srv.url
+    finally:
+        srv.stop()
+        engine.close()
+
+
+def test_max_tokens_is_a_bound_and_the_window_ends_the_reply(small_window: str) -> None:
+    """Claude Code asks for 32,000 tokens whatever the window (512 here): the reply runs to the window's end and
     says so, where the OpenAI route refuses the same request; a prompt past the window is 'prompt is too long'."""
-    messages, room = _nearly_full(claude, 2048)
+    base_url = small_window
+    claude = anthropic.Anthropic(base_url=base_url, api_key="x", max_retries=0, timeout=120)
+    messages, room = _nearly_full(claude, 512)
     msg = claude.messages.create(model=MODEL_ID, max_tokens=32000, messages=messages, extra_body=GREEDY)
     assert (msg.usage.output_tokens, msg.stop_reason) == (room, "model_context_window_exceeded"), msg.content
     body = {"model": MODEL_ID, "max_tokens": 32000, "messages": messages, "temperature": 0}
     refused = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=60)
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded"
     with pytest.raises(anthropic.BadRequestError) as e:
-        claude.messages.create(model=MODEL_ID, max_tokens=8, messages=[{"role": "user", "content": "one " * 3000}])
+        claude.messages.create(model=MODEL_ID, max_tokens=8, messages=[{"role": "user", "content": "one " * 1000}])
     assert isinstance(e.value.body, dict) and e.value.body["error"]["message"].startswith("prompt is too long")
 
 

@@ -1,5 +1,5 @@
-"""The cost stop on the real Qwen2.5-Coder 1.5B/0.5B pair: greedy output stays exact, and a confidently-wrong draft
-source is cut short where drafting it to n_max would pay a verify row for every wrong token."""
+"""The cost stop on a real pair (SmolLM2-135M and its own Q2_K build as the draft): greedy output stays exact, and a
+confidently-wrong draft source is cut short where drafting it to n_max would pay a verify row for every wrong token."""
 
 from __future__ import annotations
 
@@ -21,10 +21,8 @@ from app.speculative.exactness import compare
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, SourceEnv, draft_autoregressive
 
-pytestmark = pytest.mark.pair
-
 PROMPT = "Write a Python function that parses a CSV line into fields, handling quoted fields. Code only."
-# A memory-bound GPU's verify curve (the H200's for the 1.5B, as tests/speculative/test_pool_real.py): on these
+# A memory-bound GPU's verify curve (the H200's for the Qwen 1.5B, as tests/speculative/test_pool_real.py): on these
 # 2-core CPUs a verify row costs about a decode, so measured costs would rightly stop almost every draft.
 GPU_LIKE = profile_cost([1.0, 0.96, 1.1, 1.26, 1.39, 1.52, 1.68, 1.84, 3.0], {"draft": 0.1})
 CPU_LIKE = profile_cost([1.0 + 0.6 * i for i in range(17)], {})
@@ -101,11 +99,10 @@ class OldWrongSource(ConfidentlyWrongSource):
 
 
 @pytest.fixture(scope="module")
-def pair(qwen_pair: tuple[Path, Path]) -> Iterator[Session]:
+def pair(smollm2_path: Path, smollm2_q2k_path: Path) -> Iterator[Session]:
     registry.register(ConfidentlyWrongSource)
     registry.register(OldWrongSource)
-    target, draft = qwen_pair
-    s = Session(EngineConfig(str(target), str(draft), n_ctx=1024, n_batch=256))
+    s = Session(EngineConfig(str(smollm2_path), str(smollm2_q2k_path), n_ctx=1024, n_batch=256))
     try:
         yield s
     finally:
