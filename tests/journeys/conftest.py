@@ -12,7 +12,7 @@ import pytest
 from tests.journeys.helpers import THREADS, dynadraft
 
 # A tiny budget: one short prompt length and 8 tokens per run, so the whole sweep takes seconds.
-TINY = ("--contexts", "64", "--gen-tokens", "8")
+TINY = ("--contexts", "64", "--gen-tokens", "8", "--class-prompts", "1")
 
 
 @dataclass(frozen=True)
