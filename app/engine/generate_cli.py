@@ -13,11 +13,9 @@ from app.runtime import sampler_flags
 from app.runtime.dry import DEFAULT_BREAKERS
 from app.runtime.sampling import SamplingParams
 from app.speculative.mtp import MtpSource
-from app.speculative.registry import POOL
-from app.speculative.settings import PLAIN, SpecSettings, from_intent
+from app.speculative.registry import POOL, from_intent
+from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import PromptLookupSource
-
-MTP_DEFAULT_N_MAX = 3
 
 
 def source_from_args(args: argparse.Namespace) -> str | None:
@@ -40,12 +38,10 @@ def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
     ) or args.cost_stop
     if not explicit:
         return None
-    # One MTP head applied recursively drifts after a few tokens: Qwen's own MTP setups draft 2-4.
-    n_max = MTP_DEFAULT_N_MAX if source == MtpSource.name and args.spec_n_max is None else args.spec_n_max
-    return from_intent(
+    return from_intent(  # a source's own default depth where --spec-n-max is not given (registry.default_n_max)
         source,
         draft_loaded=args.draft is not None,
-        n_max=n_max,
+        n_max=args.spec_n_max,
         n_min=args.spec_n_min,
         p_min=args.spec_p_min,
         adaptive=args.adaptive,

@@ -7,25 +7,21 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.engine import memory
-from app.engine.cache import ConversationCache
-from app.engine.chat import TemplateError, TextStream, adds_bos, render_chat
+from app.engine import loader, memory
+from app.engine.chat import TextStream
 from app.engine.chat_format import THINK_CLOSE, THINK_OPEN
-from app.engine.config import MTP_MODES, EngineConfig, profile_of
+from app.engine.config import EngineConfig, profile_of
 from app.engine.history import RollingWindow, check_prompt_fits, saying_dropped
 from app.engine.identity import calibration_store, config_fingerprint, llama_build
-from app.engine.infill import infill_tokens
 from app.engine.logprobs import token_logprob
 from app.engine.profile import (
-    allocation_note,
-    context_window,
     recalibrate_command,
 )
+from app.engine.prompting import PromptBuilder
 from app.engine.reasoning_budget import ReasoningBudget, build_budget
 from app.engine.request_policy import choose_settings, policy_without_table, request_class
 from app.engine.runtime import Capabilities, ModelMeta
@@ -41,24 +37,20 @@ from app.engine.types import (
     TextEvent,
     Timings,
     TokenLogprob,
-    check_token_ids,
 )
 from app.policy.content_class import CHAT, RequestClass
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.policy.fingerprint import Fingerprint
 from app.runtime import mirostat
-from app.runtime.device import resolve_flash_attn
-from app.runtime.dry import Breakers, resolve_breakers
 from app.runtime.grammar import Grammar, GrammarError
-from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams, Vocab
-from app.runtime.llama_mtp import mtp_unavailable_reason
-from app.runtime.sampling import distribution, draw, greedy_token, resolve_logit_bias
+from app.runtime.llama import LlamaError, Vocab
+from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative import registry
-from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, cost_stop_step, profile_cost_model
+from app.speculative.adaptive import cost_stop_step
 from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
-from app.speculative.mtp import MtpSource
-from app.speculative.settings import SpecSettings
-from app.speculative.sources import Draft, DraftSource, SourceEnv, catch_up_ms, load_draft_model, takes_floors
+from app.speculative.control import DraftController, FixedControl, StepOutcome, StepPlan, StepView, controller_for
+from app.speculative.settings import PLAIN, SpecSettings
+from app.speculative.sources import DraftSource, catch_up_ms, takes_floors
 from app.speculative.telemetry import SourceStats, SpecStats
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
 
@@ -86,19 +78,12 @@ class _Run:
     steps: int = 0
     finish: str | None = None
     margins: list[float] = field(default_factory=list)
-    adaptive: AdaptiveLength | None = None
-    pool: SourcePool | None = None
-    arm: str = "none"  # the pool's choice for the current step
-    peeks: dict[str, list[int]] = field(default_factory=dict)  # this step's cheap proposals, scored after it
+    control: DraftController = field(default_factory=lambda: FixedControl(PLAIN))  # per-step draft control
     grammar: Grammar | None = None  # the output's grammar, advanced by every committed token
     logprobs: list[TokenLogprob] = field(default_factory=list)
     logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
     step_logprobs: list[TokenLogprob] | None = None  # the current step's, read from its verify rows
     idle_reasons: dict[str, str] = field(default_factory=dict)  # source -> why its last empty draft was empty
-    # The cost stop's costs when neither the pool nor an adaptive length holds them; `stop_learns`: fed by the steps
-    # (measured ms), not a fixed device profile.
-    stop_costs: CostModel | None = None
-    stop_learns: bool = True
     verify_warm: bool = False  # a verify already ran in this request (the first one's ms include one-off work)
     # Pool sources with their own KV cache (a draft model): how many leading tokens of the history it holds, read once
     # per request and then followed step by step; the rest is the catch-up its next draft pays (see SourcePool).
@@ -118,24 +103,6 @@ def with_idle_reasons(per_source: dict[str, dict[str, Any]], reasons: dict[str, 
     for name, why in reasons.items():
         per_source.setdefault(name, SourceStats().to_dict())["idle_reason"] = why  # zeros where it never ran
     return per_source
-
-
-# Why the pool never tried a source, by the code its last weighing gave (app.speculative.adaptive: passed_over).
-PASSED_OVER = {
-    "no_gain": "not tried: at the measured costs it would not beat plain decoding even with every token accepted",
-    "slower": "not tried: at its measured acceptance and costs another choice was faster",
-}
-
-
-def _matched(proposal: list[int], committed: list[int]) -> int:
-    """How many leading tokens of a peeked proposal equal the tokens the step committed."""
-    n = min(len(proposal), len(committed))
-    return next((i for i in range(n) if proposal[i] != committed[i]), n)
-
-
-def catch_up_reason(ms: float) -> str:
-    """Why the pool never tried a source whose catch-up (prefilling what it had not seen) cost `ms`."""
-    return f"not tried: prefilling the text it had not seen (~{ms:.0f} ms) would not pay back within max_tokens"
 
 
 def with_seeded_costs(warm: dict[str, Any] | None, seeded: int) -> dict[str, Any] | None:
@@ -184,53 +151,10 @@ class Session:
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        depth_cap = min(config.draft_n_max_cap, config.n_batch - 1, 64)  # no draft goes deeper (see DraftCaps)
-        ctx_params = ContextParams(
-            n_ctx=config.n_ctx,
-            n_batch=config.n_batch,
-            n_threads=config.n_threads,
-            flash_attn=resolve_flash_attn(config.flash_attn, config.n_gpu_layers),
-            type_k=config.type_k,
-            type_v=config.type_v,
-            # Recurrent/hybrid targets (Qwen3.5/3.6) keep a state snapshot per token of the last decode, so a
-            # rejected draft rolls back in place: on the H200 the full checkpoint this replaces cost 108-738 MB and
-            # 0.17-1.2 s per speculative step (bench/results/2026-12-01-h200-mtp.md). llama.cpp grants none on
-            # models without recurrent memory.
-            n_rs_seq=min(depth_cap, max(0, config.recurrent_snapshots)),
-        )
-        if config.mtp not in MTP_MODES:
-            raise LlamaError(f"mtp must be one of {', '.join(MTP_MODES)}")
-        self.model = Model(
-            config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts, load_mtp=config.mtp != "off")
-        )
-        n_ctx, note = context_window(config.n_ctx, self.model.n_ctx_train)
-        ctx_params = replace(ctx_params, n_ctx=n_ctx)
-        try:
-            self.ctx = Context(self.model, ctx_params)
-        except LlamaError:
-            self.model.close()
-            raise
-        # What the context window is, where it is not what was asked (the CLI, the server and the app say so).
-        self.context_notes = tuple(n for n in (note, allocation_note(n_ctx, self.ctx.n_ctx)) if n)
-        self.draft_model: Model | None = None
-        dctx = None
-        if config.draft:
-            dl = config.n_gpu_layers if config.draft_n_gpu_layers is None else config.draft_n_gpu_layers
-            self.draft_model, dctx = load_draft_model(  # the draft source checkpoints its own recurrent state
-                self.model, config.draft, replace(ctx_params, n_rs_seq=0), ModelParams(dl, config.use_extra_bufts)
-            )
-        # Every registered source that can run here, in registry order (see app/speculative/registry.py).
-        env = SourceEnv(self.model, self.ctx, dctx)
-        self.sources: dict[str, DraftSource] = {}
-        for cls in registry.sources():
-            source = cls.create(env)
-            if source is not None:
-                self.sources[cls.name] = source
-        self.missing = self._missing_sources()
-        if config.mtp == "on" and MtpSource.name in self.missing:
-            reason = self.missing[MtpSource.name]
-            self.close()
-            raise LlamaError(f"--mtp: {reason}")
+        self._loaded = parts = loader.load(config)
+        self.model, self.ctx, self.draft_model = parts.model, parts.ctx, parts.draft_model
+        self.sources, self.missing = parts.sources, parts.missing
+        self.context_notes = parts.context_notes  # the CLI, the server and the app say them
         self.policy = policy_without_table(config, "")
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
@@ -249,44 +173,16 @@ class Session:
         # The pool weighs a draft model's catch-up against the tokens still wanted (False: the choice before
         # 2026-12-02, kept for bench/adaptive/bench_catch_up.py's side-by-side).
         self.weigh_catch_up = True
-        self._caps = DraftCaps(depth_cap, self.draft_model is not None, frozenset(self.missing))
+        self._caps = DraftCaps(parts.depth_cap, self.draft_model is not None, frozenset(self.missing))
         self._caps_without_draft = replace(self._caps, draft_loaded=False)  # DD's choice when the draft can't pay
         self.speculation_disabled_reason: str | None = None
-        vocab = self.model.vocab
-        self._bos_text = vocab.piece(vocab.bos, special=True).decode("utf-8", "replace") if vocab.bos >= 0 else ""
-        self._eos_text = vocab.piece(vocab.eos, special=True).decode("utf-8", "replace") if vocab.eos >= 0 else ""
-        self.cache = self._open_cache(ctx_params.flash_attn, dctx)
+        self.prompts = PromptBuilder(self.model, config.chat_template)
+        self.cache = loader.open_cache(config, parts)
         self.window = RollingWindow()  # where long chats are cut, so their next turns reuse the cached window
-        self._breakers: dict[tuple[str, ...], Breakers] = {}  # DRY's sequence breakers, resolved per breaker list
         self._memory: memory.SourceMemoryStore | None = None
         self._memory_opened = False
         self.use_source_memory = config.source_memory  # switchable per request (bench: warm vs cold side by side)
         self.reload_policy()
-
-    def _missing_sources(self) -> dict[str, str]:
-        """Why each registered source that needs no draft model is not here (the MTP head of a file without one)."""
-        out = {}
-        for cls in registry.sources():
-            if cls.name not in self.sources and not cls.needs_draft_model:
-                why = mtp_unavailable_reason(self.model) if cls is MtpSource else None
-                out[cls.name] = why or "it cannot run on this model"
-        return out
-
-    def _open_cache(self, flash_attn: str, draft_ctx: Context | None) -> ConversationCache:
-        """The conversation cache over the target's context and the draft model's (the same rule for both)."""
-        cfg = self.config
-        contexts = {"target": self.ctx}
-        if draft_ctx is not None:
-            contexts["draft"] = draft_ctx
-        disk = None
-        if cfg.cache_dir:
-            from app.engine.cache_disk import DiskStore, session_identity
-
-            disk = DiskStore(Path(cfg.cache_dir), session_identity(cfg, self.n_ctx, flash_attn))
-        # The MTP head's context and rows come back with the target's checkpoints (else it drafts nothing there).
-        mtp = self.sources.get(MtpSource.name)
-        attachments = {"target": mtp} if isinstance(mtp, MtpSource) else None
-        return ConversationCache.open(cfg.cache_ram_mib, cfg.cache_checkpoints, contexts, disk, attachments)
 
     # -- public helpers -------------------------------------------------------------------------------------------
     @property
@@ -354,9 +250,9 @@ class Session:
             m.vocab.n_vocab,
             self.context_notes,
             llama_build(),
-            self._chat_template or "",
-            self._bos_text,
-            self._eos_text,
+            self.prompts.template or "",
+            self.prompts.bos_text,
+            self.prompts.eos_text,
         )
 
     def tokenizer(self) -> Vocab:
@@ -388,27 +284,9 @@ class Session:
             self.dd_status += ": " + recalibrate_command(self.config.model, self.config.draft, profile_of(self.config))
         return self.dd_status
 
-    @property
-    def _chat_template(self) -> str | None:
-        """The template requests are rendered with: --chat-template-file's, else the GGUF's own."""
-        return self.config.chat_template or self.model.chat_template
-
     def render_prompt(self, request: GenerationRequest) -> str:
-        """The chat template applied to the request's messages (with its tools and template variables). Reads the
-        model's template and special tokens only, never a context, so any thread may call it (Runtime says why)."""
-        assert request.messages is not None
-        try:
-            return render_chat(
-                self._chat_template,
-                request.messages,
-                request.add_generation_prompt,
-                bos_token=self._bos_text,
-                eos_token=self._eos_text,
-                tools=request.tools,
-                extra=request.template_kwargs,
-            )
-        except TemplateError as e:
-            raise InvalidRequest(str(e)) from e
+        """The chat template applied to the request's messages; any thread may call it (see PromptBuilder)."""
+        return self.prompts.render(request)
 
     def format_prompt(self, request: GenerationRequest) -> list[int]:
         """Apply the chat template (for messages) and tokenize: exactly the tokens the model will see."""
@@ -416,22 +294,7 @@ class Session:
 
     def templated(self, request: GenerationRequest) -> tuple[list[int], str]:
         """format_prompt's tokens and the text they came from (the templated prompt, or the raw prompt)."""
-        vocab = self.model.vocab
-        if request.messages is not None:
-            text = self.render_prompt(request)
-            add = adds_bos(text, vocab.add_bos, self._bos_text)
-            return vocab.tokenize(text, add_special=add, parse_special=True), text
-        if request.infill is not None:
-            tokens = infill_tokens(vocab, request.infill, self.n_ctx)
-            return tokens, vocab.detokenize(tokens, special=True)
-        if isinstance(request.prompt, tuple):
-            check_token_ids(request.prompt, vocab.n_vocab, "prompt")
-            return list(request.prompt), vocab.detokenize(request.prompt, special=True)
-        assert request.prompt is not None
-        # A special token's text in a raw prompt is that token, as llama-server and vLLM read it, and a prompt that
-        # already starts with the BOS is not given a second: /apply-template's text completes as the chat would.
-        add = adds_bos(request.prompt, vocab.add_bos, self._bos_text)
-        return vocab.tokenize(request.prompt, add_special=add, parse_special=True), request.prompt
+        return self.prompts.templated(request, self.n_ctx)
 
     def warm_up(self, max_rows: int) -> None:
         """Decode one batch of every size 1..max_rows with logits on every row, as a verify does, then forget it: a
@@ -451,12 +314,7 @@ class Session:
             self.cache.close()
         if (store := getattr(self, "_memory", None)) is not None:
             store.flush()  # the last throttled write
-        for src in self.sources.values():
-            src.close()
-        self.ctx.close()
-        if self.draft_model:
-            self.draft_model.close()
-        self.model.close()
+        self._loaded.close()
 
     # -- settings -------------------------------------------------------------------------------------------------
     def _choose_settings(
@@ -467,7 +325,7 @@ class Session:
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request; yields TextEvent/StepEvent and ends with a DoneEvent. Raises EngineError subclasses."""
-        request = self._resolved(request)
+        request = self.prompts.resolved(request)
         request, prompt, text, dropped = self.window.fit(request, self.templated, self.n_ctx)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
@@ -481,25 +339,6 @@ class Session:
         finally:
             if grammar is not None:
                 grammar.close()
-
-    def _resolved(self, request: GenerationRequest) -> GenerationRequest:
-        """The request with its logit_bias and DRY's breakers resolved against this vocabulary into its sampling."""
-        vocab = self.model.vocab
-        tokenize = lambda text: vocab.tokenize(text, False, False)  # noqa: E731  (llama-server: no special tokens)
-        if request.sampling.dry_on and request.sampling.dry_breakers is None:
-            breakers = self._breakers.get(request.dry_sequence_breakers)
-            if breakers is None:  # a pass over the vocabulary (~0.3 s for 49k tokens): kept for the next request
-                breakers = resolve_breakers(request.dry_sequence_breakers, vocab.all_pieces(), tokenize)
-                self._breakers = {**dict(list(self._breakers.items())[-7:]), request.dry_sequence_breakers: breakers}
-            request = replace(request, sampling=replace(request.sampling, dry_breakers=breakers))
-        if not request.logit_bias:
-            return request
-        try:
-            pairs = resolve_logit_bias(request.logit_bias, tokenize, vocab.n_vocab)
-        except ValueError as e:
-            raise InvalidRequest(str(e), param="logit_bias") from None
-        sampling = replace(request.sampling, logit_bias=request.sampling.logit_bias + pairs)
-        return replace(request, sampling=sampling, logit_bias=())
 
     def _compile_grammar(self, gbnf: str | None) -> Grammar | None:
         if gbnf is None:
@@ -518,84 +357,29 @@ class Session:
         grammar: Grammar | None,
         cancel: threading.Event | None,
     ) -> Iterator[Event]:
-        n_prompt = len(prompt)
-        seed = request.sampling.seed
+        """One request's phases: restore the cache, set the run up, prefill, step until done, then sum it up."""
         # Prefill only what neither the live memory nor a saved state (the conversation cache) already holds.
         # Restored first: a draft model's catch-up (what DD weighs its fixed pick against) is what it still lacks.
         t_prompt = time.perf_counter()
         cache_n = self.cache.prepare(prompt, request.cache_prompt)
         restore_ms = (time.perf_counter() - t_prompt) * 1000.0
         settings, record = self._weigh_catch_up(prompt, request.max_tokens, settings, record)
-        run = _Run(
-            request=request,
-            prompt=prompt,
-            settings=settings,
-            rng=np.random.default_rng(seed),
-            stream=TextStream(request.stop),
-            grammar=grammar,
-            mu=mirostat.initial_mu(request.sampling.mirostat_tau),
-        )
-        budget = self.config.reasoning_budget if request.reasoning_budget is None else request.reasoning_budget
-        if budget >= 0:
-            vocab = self.model.vocab
-            message = request.reasoning_budget_message or self.config.reasoning_budget_message
-            prompt_end = b"".join(vocab.piece(t, special=True) for t in prompt[-16:])
-            tokenize = lambda text: vocab.tokenize(text, False, True)  # noqa: E731
-            run.budget = build_budget(budget, message, prompt_end, tokenize)
-        if settings.source == registry.POOL:
-            arms = registry.pool_arms(self.sources)
-            run.pool = SourcePool(
-                arms,
-                settings.n_min,
-                settings.n_max,
-                verify_ms=self._verify_ms,
-                step_cost=self.pool_step_cost,
-                draft_ms=self._draft_ms,
-            )
-        elif settings.adaptive and not settings.is_plain:
-            run.adaptive = AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=self._verify_ms))
-        elif settings.cost_stop and not settings.is_plain:
-            if self.pool_step_cost is not None:
-                rows = self._caps.n_max + 1
-                run.stop_costs = profile_cost_model(self.pool_step_cost, settings.source, rows)
-                run.stop_learns = False
-            else:
-                run.stop_costs = CostModel(verify_ms=self._verify_ms)
+        run = self._new_run(request, prompt, settings, grammar)
         self.stats.start_request(record.content_class or CHAT)
-        # The pool, an adaptive length and a cost stop learn verify costs into the session's table (unless a device
-        # cost profile stands in for measured ms).
-        learners = (run.pool, run.adaptive, run.stop_costs)
-        measures_costs = self.pool_step_cost is None and any(x is not None for x in learners)
-        seeded = self._seed_verify_costs() if measures_costs else 0
-        warm = None
-        if run.pool is not None or run.adaptive is not None:
-            store = self.source_memory()
-            warm = memory.warm_start(
-                store, self.stats.content_class, run.pool, run.adaptive, settings.source, record.content_subclass
-            )
+        warm, seeded, measures_costs = self._warm_start(run, record)
 
         t_prompt = time.perf_counter()
-        try:
-            # Cancellation is checked between n_batch chunks: a long prompt must not hold the engine thread.
-            prefilled = self.ctx.prefill(prompt[cache_n:], stop=cancel.is_set if cancel is not None else None)
-        except LlamaError as e:
-            self.ctx.clear()
-            raise EngineError(f"prompt processing failed: {e}") from e
-        if prefilled:
-            token = self._first_token(run, prompt)
-            if request.collect_margins:
-                run.margins.append(top2_margin(self.ctx.logits(-1)))
-            lps = self._logprobs(run, [token], [-1])
+        first = self._prefill(run, cache_n, cancel)
         prompt_ms = restore_ms + (time.perf_counter() - t_prompt) * 1000.0
         n_prefilled = len(self.ctx.tokens) - cache_n  # less than the prompt's rest when cancelled
 
         t_gen = time.perf_counter()
-        if prefilled:
+        if first is not None:
             if request.echo_open_think and request.messages is not None and opens_think(self.render_prompt(request)):
                 run.stream.text = "<think>\n"
                 yield TextEvent("<think>\n", 0, 0)
-            yield from self._emit(run, [token], n_drafted=0, lps=lps)
-            uses_draft = run.pool is not None or registry.needs_draft_model(settings.source)
+            yield from self._emit(run, [first[0]], n_drafted=0, lps=first[1])
+            uses_draft = settings.source == registry.POOL or registry.needs_draft_model(settings.source)
             self.cache.checkpoint(prompt, request.cache_prompt, uses_draft)
         else:
             run.finish = "cancelled"
@@ -605,24 +389,12 @@ class Session:
                 break
             yield from self._step(run)
 
-        if run.pool is not None:
-            # never silently unused: each source the pool never tried says why (one reason each: the two are disjoint)
-            untried = {name: catch_up_reason(ms) for name, ms in run.pool.priced_out.items()}
-            untried |= {name: PASSED_OVER[why] for name, why in run.pool.passed_over.items()}
-            for name, why in untried.items():
-                if not run.pool.arms[name].drafted_yet:
-                    run.idle_reasons.setdefault(name, why)
         tail = run.stream.flush()
         if tail or run.logprobs_pending:
             yield TextEvent(tail, 0, 0, tuple(run.logprobs_pending))
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
+        self._learn_from(run, warm, measures_costs)
         n_gen = len(run.generated)
-        memory.remember(self._memory, warm, run.pool, run.adaptive, settings.source, self.stats.request)
-        if measures_costs and self._memory is not None:  # _seed_verify_costs opened the memory
-            self._memory.record_verify_costs(self._verify_ms)
-        self._keep_prefill_speeds()
-        if run.pool is not None:
-            self._draft_ms.update(run.pool.draft_costs())
         timings = Timings(
             prompt_n=n_prefilled,
             prompt_ms=round(prompt_ms, 3),
@@ -634,27 +406,104 @@ class Session:
             draft_n=run.draft_n,
             draft_n_accepted=run.draft_accepted,
         )
-        yield DoneEvent(
-            GenerationSummary(
-                text=run.stream.text,
-                tokens=tuple(run.generated),
-                stopping_word=run.stream.stopped_by,
-                reasoning=run.budget.report() if run.budget is not None else None,
-                finish_reason=run.finish or "stop",  # type: ignore[arg-type]
-                timings=timings,
-                steps=run.steps,
-                prompt_tokens=n_prompt,
-                settings=settings,
-                dynamic_draft=self._decision_dict(record),
-                per_source=with_idle_reasons(self.stats.request_summary(), run.idle_reasons),
-                content_class=self.stats.content_class,
-                content_subclass=record.content_subclass,
-                source_memory=with_seeded_costs(warm.to_dict() if warm is not None else None, seeded),
-                # One more than the tokens when the run ended on an end token: the row that chose to stop.
-                margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
-                logprobs=tuple(run.logprobs),
-                cache=self.cache.snapshot(),
+        kept = with_seeded_costs(warm.to_dict() if warm is not None else None, seeded)
+        yield DoneEvent(self._summary(run, record, timings, kept))
+
+    def _new_run(
+        self, request: GenerationRequest, prompt: list[int], settings: SpecSettings, grammar: Grammar | None
+    ) -> _Run:
+        """The request's mutable state, with its reasoning budget and its per-step draft control (control.py)."""
+        run = _Run(
+            request=request,
+            prompt=prompt,
+            settings=settings,
+            rng=np.random.default_rng(request.sampling.seed),
+            stream=TextStream(request.stop),
+            grammar=grammar,
+            mu=mirostat.initial_mu(request.sampling.mirostat_tau),
+        )
+        budget = self.config.reasoning_budget if request.reasoning_budget is None else request.reasoning_budget
+        if budget >= 0:
+            vocab = self.model.vocab
+            message = request.reasoning_budget_message or self.config.reasoning_budget_message
+            prompt_end = b"".join(vocab.piece(t, special=True) for t in prompt[-16:])
+            tokenize = lambda text: vocab.tokenize(text, False, True)  # noqa: E731
+            run.budget = build_budget(budget, message, prompt_end, tokenize)
+        run.control = controller_for(
+            settings, self.sources, self._verify_ms, self._draft_ms, self.pool_step_cost, self._caps.n_max + 1
+        )
+        return run
+
+    def _warm_start(self, run: _Run, record: DecisionRecord) -> tuple[memory.WarmStart | None, int, bool]:
+        """What the run starts from: the source memory's pulls for the pool or adaptive length, and the verify costs
+        the memory kept (seeded once per session). Returns (warm start, cost rows seeded, whether the run measures
+        verify costs: the pool, an adaptive length and a cost stop learn them, unless a device profile stands in)."""
+        control = run.control
+        measures_costs = self.pool_step_cost is None and control.learns_costs
+        seeded = self._seed_verify_costs() if measures_costs else 0
+        warm = None
+        if control.pool is not None or control.adaptive is not None:
+            warm = memory.warm_start(
+                self.source_memory(),
+                self.stats.content_class,
+                control.pool,
+                control.adaptive,
+                run.settings.source,
+                record.content_subclass,
             )
+        return warm, seeded, measures_costs
+
+    def _prefill(
+        self, run: _Run, cache_n: int, cancel: threading.Event | None
+    ) -> tuple[int, list[TokenLogprob] | None] | None:
+        """Decode the prompt past what the cache held and choose the reply's first token with its logprobs; None when
+        cancelled (cancellation is checked between n_batch chunks: a long prompt must not hold the engine thread)."""
+        try:
+            prefilled = self.ctx.prefill(run.prompt[cache_n:], stop=cancel.is_set if cancel is not None else None)
+        except LlamaError as e:
+            self.ctx.clear()
+            raise EngineError(f"prompt processing failed: {e}") from e
+        if not prefilled:
+            return None
+        token = self._first_token(run, run.prompt)
+        if run.request.collect_margins:
+            run.margins.append(top2_margin(self.ctx.logits(-1)))
+        return token, self._logprobs(run, [token], [-1])
+
+    def _learn_from(self, run: _Run, warm: memory.WarmStart | None, measures_costs: bool) -> None:
+        """After the last step: each source the pool never tried says why (never silently unused), and what the run
+        measured goes to the session (draft costs) and the source memory (pulls, verify costs, prefill speeds)."""
+        control = run.control
+        for name, why in control.untried().items():
+            run.idle_reasons.setdefault(name, why)
+        memory.remember(self._memory, warm, control.pool, control.adaptive, run.settings.source, self.stats.request)
+        if measures_costs and self._memory is not None:  # _seed_verify_costs opened the memory
+            self._memory.record_verify_costs(self._verify_ms)
+        self._keep_prefill_speeds()
+        self._draft_ms.update(control.draft_costs())
+
+    def _summary(
+        self, run: _Run, record: DecisionRecord, timings: Timings, source_memory: dict[str, Any] | None
+    ) -> GenerationSummary:
+        return GenerationSummary(
+            text=run.stream.text,
+            tokens=tuple(run.generated),
+            stopping_word=run.stream.stopped_by,
+            reasoning=run.budget.report() if run.budget is not None else None,
+            finish_reason=run.finish or "stop",  # type: ignore[arg-type]
+            timings=timings,
+            steps=run.steps,
+            prompt_tokens=len(run.prompt),
+            settings=run.settings,
+            dynamic_draft=self._decision_dict(record),
+            per_source=with_idle_reasons(self.stats.request_summary(), run.idle_reasons),
+            content_class=self.stats.content_class,
+            content_subclass=record.content_subclass,
+            source_memory=source_memory,
+            # One more than the tokens when the run ended on an end token: the row that chose to stop.
+            margins=tuple(run.margins[: len(run.generated) + (run.finish == "stop")]),
+            logprobs=tuple(run.logprobs),
+            cache=self.cache.snapshot(),
         )
 
     def _first_token(self, run: _Run, prompt: list[int]) -> int:
@@ -762,37 +611,18 @@ class Session:
         piece = self.model.vocab.piece
         return [token_logprob(self.ctx.logits(r), t, k, piece) for t, r in zip(tokens, rows, strict=True)]
 
-    def _source_for_step(self, run: _Run, history: list[int]) -> tuple[DraftSource | None, int, Draft | None]:
-        """The source and depth for this step; with the pool, also a cheap peek's draft it already made."""
-        if self.speculation_disabled_reason:
-            run.arm = "none"
-            return None, 0, None
-        if run.pool is not None:
-            # A cheap peek (prompt lookup) costs microseconds, so make it first: it competes only when it has a draft.
-            peeks: dict[str, Draft] = {}
-            available: set[str] = set()
-            for name in run.pool.arms:
-                src = self.sources.get(name)
-                if src is None:
-                    continue
-                if type(src).cheap_peek:
-                    s = run.settings
-                    peek = src.propose(history, s.n_max, 1, 0.0, run.request.sampling, run.rng)
-                    if not peek.tokens:
-                        continue
-                    peeks[name] = peek
-                available.add(name)
-            offers = {n: len(p.tokens) for n, p in peeks.items()}
-            name, k = run.pool.choose(available, offers, self._catch_up(run, history, available), run.remaining)
-            run.arm = name
-            run.peeks = {n: list(p.tokens) for n, p in peeks.items()}  # the chosen one is scored past its draft
-            if name == registry.NONE:
-                return None, 0, None
-            return self.sources.get(name), k, peeks.get(name)
-        s = run.settings
-        if s.is_plain:
-            return None, 0, None
-        return self.sources.get(s.source), (run.adaptive.next_length() if run.adaptive else s.n_max), None
+    def _plan(self, run: _Run, history: list[int]) -> StepPlan:
+        """The run's controller says this step's source and depth (a plain decode once speculation is off)."""
+        view = StepView(
+            history,
+            run.remaining,
+            self.sources,
+            run.request.sampling,
+            run.rng,
+            lambda available: self._catch_up(run, history, available),
+            disabled=bool(self.speculation_disabled_reason),
+        )
+        return run.control.plan(view)
 
     def _weigh_catch_up(
         self, prompt: list[int], max_tokens: int, settings: SpecSettings, record: DecisionRecord
@@ -892,21 +722,22 @@ class Session:
         )
 
     def _draft(self, run: _Run, history: list[int]) -> _StepDraft:
-        """Pick this step's source and depth and let it propose; an empty draft means a plain decode."""
+        """Plan this step's source and depth and let it propose; an empty draft means a plain decode."""
         ctx = self.ctx
         s = run.settings
-        remaining = run.remaining
-        src, depth, ready = self._source_for_step(run, history)
+        plan = self._plan(run, history)
+        src = self.sources.get(plan.source) if plan.source != registry.NONE else None
+        depth, ready = plan.depth, plan.peeked
         # Never draft past the context window or the tokens still wanted (the target adds one of its own).
-        room = max(0, min(ctx.n_ctx - len(history) - 1, remaining - 1, ctx.n_batch - 1))
+        room = max(0, min(ctx.n_ctx - len(history) - 1, run.remaining - 1, ctx.n_batch - 1))
         floors, declined = None, 0
         # In the pool, a peeked proposal (prompt lookup) runs at the length the pool chose from its acceptance
         # model: its tokens carry no confidence for the cost stop to read, and it is not certain either.
-        if s.cost_stop and src is not None and not (run.pool is not None and ready is not None):
+        if s.cost_stop and src is not None and ready is None and plan.costs is not None:
             # The controller (adaptive length, pool) still says whether to draft; the measured costs say how deep.
             asked = min(s.n_max, room)
             wanted = depth
-            depth, floors = cost_stop_step(self._stop_costs(run), wanted, asked)
+            depth, floors = cost_stop_step(plan.costs, wanted, asked)
             declined = asked - depth if wanted > 0 else 0
         depth = max(0, min(depth, room))
         draft = _StepDraft(src, depth, declined=declined)
@@ -925,15 +756,6 @@ class Session:
                 run.idle_reasons[type(src).name] = d.why_empty
         draft.tokens, draft.dists = within_vocab(draft.tokens, draft.dists, self.model.vocab.n_vocab)
         return draft
-
-    def _stop_costs(self, run: _Run) -> CostModel:
-        """The costs the cost stop reads this step: the pool arm's or the adaptive length's own, else the run's."""
-        if run.pool is not None:
-            return run.pool.arms[run.arm].length.cost
-        if run.adaptive is not None:
-            return run.adaptive.cost
-        assert run.stop_costs is not None  # set up with the run (see _generate)
-        return run.stop_costs
 
     def _checkpoint(self, draft: _StepDraft) -> Any:
         """Recurrent memory drops rejected positions only inside its snapshot window: beyond it, save the state
@@ -1019,31 +841,15 @@ class Session:
     def _observe(
         self, run: _Run, draft: _StepDraft, a: int, verify_ms: float, committed: list[int], cost_sample: bool = True
     ) -> None:
-        """Count the step and feed what it cost and accepted to telemetry and to the pool / adaptive depth / cost
-        stop; `cost_sample` False keeps a step with one-off work out of the cost models (not out of rewards). Score
-        the pool's peeked proposals against what the target committed: those that did not run in the shadow, the one
-        that ran past its draft (SourcePool.observe's `peeked`)."""
+        """Count the step and feed what it cost and accepted to telemetry and to the run's controller;
+        `cost_sample` False keeps a step with one-off work out of the cost models (not out of rewards)."""
         n = len(draft.tokens)
         run.steps += 1
         run.draft_n += n
         run.draft_accepted += a
         self.stats.observe_step(draft.source_name, n, a, draft.draft_ms, verify_ms)
-        if run.pool is not None:
-            scored = {name: (len(tokens), _matched(tokens, committed)) for name, tokens in run.peeks.items()}
-            own = scored.pop(run.arm, None)
-            run.pool.observe(run.arm, n, a, a + 1, draft.draft_ms, verify_ms, draft.declined, cost_sample, own)
-            for name, (proposed, matched) in scored.items():
-                run.pool.observe_shadow(name, proposed, matched, len(committed))
-            run.peeks = {}
-        elif run.adaptive is not None:
-            # A draft that first caught up on steps it sat out is no sample of its ms per token, as in the pool
-            # (SourcePool.observe): counted per token, that catch-up made the draft model look several times dearer
-            # on this CPU (56-697 ms a token after a request, 23-30 from its steady drafts alone; 108-594 in the
-            # source memory after a calibration: bench/results/2026-12-04-first-draft.md), and the memory handed
-            # that on to later requests' pools.
-            run.adaptive.observe(n, a, draft.draft_ms, verify_ms, draft.declined, cost_sample, not draft.caught_up)
-        elif run.stop_costs is not None and run.stop_learns and cost_sample:
-            run.stop_costs.observe(n, draft.draft_ms, verify_ms, draft_sample=not draft.caught_up)
+        outcome = StepOutcome(n, a, committed, draft.draft_ms, verify_ms, draft.declined, cost_sample, draft.caught_up)
+        run.control.observe(outcome)
 
     def _decision_dict(self, record: DecisionRecord) -> DynamicDraftRecord:
         """The decision record as responses carry it; says so when speculation is off for this model (and why)."""

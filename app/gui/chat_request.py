@@ -9,7 +9,8 @@ from app.engine.types import DynamicDraftRecord, GenerationRequest, GenerationSu
 from app.gui.store import Conversation, Message
 from app.runtime.sampling import SamplingParams
 from app.speculative import registry
-from app.speculative.settings import DEFAULT_N_MAX, DEFAULT_P_MIN, PLAIN, SpecSettings, from_intent
+from app.speculative.registry import from_intent
+from app.speculative.settings import DEFAULT_N_MAX, DEFAULT_P_MIN, PLAIN, SpecSettings
 
 DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     "temperature": 0.7,

@@ -25,6 +25,15 @@ SPREAD_KIND = "iqr"
 """How `FrontierRow.spread_tps` is computed from the repeats (interquartile range, tok/s)."""
 
 
+def _known(setting: SpecSettings) -> SpecSettings:
+    """A table's setting names a source this build has (a table from a build with another source is refused)."""
+    from app.speculative import registry  # the sources load llama.cpp's bindings: only when a table is read
+
+    if setting.source not in registry.choices():
+        raise ValueError(f"speculative.source must be one of {', '.join(registry.choices())}, got {setting.source!r}")
+    return setting
+
+
 def normalize(setting: SpecSettings) -> SpecSettings:
     """Every plain-decoding spelling (n_max 0 or source "none") is the one candidate PLAIN ("off")."""
     return PLAIN if setting.is_plain else setting
@@ -105,7 +114,7 @@ class FrontierRow:
             return cls(
                 ctx_lo=data["ctx_lo"],
                 ctx_hi=data["ctx_hi"],
-                setting=normalize(SpecSettings.from_dict(data["setting"])),
+                setting=normalize(_known(SpecSettings.from_dict(data["setting"]))),
                 median_tps=data["median_tps"],
                 spread_tps=data["spread_tps"],
                 repeats=data["repeats"],

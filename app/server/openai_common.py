@@ -24,7 +24,7 @@ from app.server.schemas import (
     Usage,
 )
 from app.speculative import registry
-from app.speculative.settings import SpecSettings, from_intent
+from app.speculative.settings import SpecSettings
 
 # OpenAI's default when a request leaves temperature out (llama.cpp uses 0.8); clients that want greedy send 0.
 DEFAULT_TEMPERATURE = 1.0
@@ -80,7 +80,7 @@ def _sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
 
 
 def _speculative(opts: SpeculativeOptions | None, has_draft: bool) -> SpecSettings | None:
-    """The request's SpecSettings override; unspecified fields take the shared defaults (settings.from_intent)."""
+    """The request's SpecSettings override; unspecified fields take the shared defaults (registry.from_intent)."""
     if opts is None:
         return None
     data = opts.model_dump(exclude_none=True)
@@ -95,7 +95,7 @@ def _speculative(opts: SpeculativeOptions | None, has_draft: bool) -> SpecSettin
             param="speculative.source",
         )
     try:
-        return from_intent(source, draft_loaded=has_draft, **data)
+        return registry.from_intent(source, draft_loaded=has_draft, **data)
     except ValueError as e:
         match = re.match(r"(speculative\.[a-z_]+)", str(e))
         raise ApiError(400, str(e), code="invalid_request", param=match.group(1) if match else "speculative") from None

@@ -43,6 +43,13 @@ class MtpSource:
     label: ClassVar[str] = "MTP head (the model's own)"
     needs_draft_model: ClassVar[bool] = False  # it runs on the target's own weights
     cheap_peek: ClassVar[bool] = False
+    # One MTP head applied recursively drifts after a few tokens: Qwen's own MTP setups draft 2-4.
+    default_n_max: ClassVar[int] = 3
+    cache_attachment: ClassVar[bool] = True  # checkpoint_state / restored: its context and row beside the target's
+
+    @classmethod
+    def unavailable_reason(cls, model: Model) -> str | None:
+        return mtp_unavailable_reason(model)
 
     @classmethod
     def create(cls, env: SourceEnv) -> MtpSource | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from app.speculative.mtp import MtpSource
+from app.speculative.settings import DEFAULT_N_MAX, DEFAULT_P_MIN, SpecSettings
 from app.speculative.sources import DraftModelSource, DraftSource, PromptLookupSource
 
 NONE = "none"
@@ -78,6 +79,19 @@ def needs_draft_model(source: str) -> bool:
     return cls is not None and cls.needs_draft_model
 
 
+def default_n_max(source: str) -> int:
+    """The depth an override that names `source` but no n_max drafts: the source's own `default_n_max` where it
+    declares one (the MTP head: 3), else DEFAULT_N_MAX. The same for the app, HTTP and the command line."""
+    return int(getattr(_SOURCES.get(source), "default_n_max", DEFAULT_N_MAX))
+
+
+def unavailable_reason(cls: type[DraftSource], model: object) -> str | None:
+    """Why a source that needs no draft model cannot run on `model`: its own `unavailable_reason(model)` where it
+    declares one (the MTP head of a file without one), else None (the caller says it generally)."""
+    why = getattr(cls, "unavailable_reason", None)
+    return why(model) if why is not None else None
+
+
 def default_source(draft_loaded: bool) -> str:
     """The source an override that names none drafts with: with a draft model loaded the first source that uses it,
     else the first that needs none (today: the draft model, else prompt lookup)."""
@@ -110,3 +124,36 @@ def pool_arms(loaded: Collection[str]) -> list[str]:
 register(DraftModelSource)
 register(PromptLookupSource)
 register(MtpSource)
+
+
+def from_intent(
+    source: str | None,
+    *,
+    draft_loaded: bool = False,
+    n_max: int | None = None,
+    n_min: int | None = None,
+    p_min: float | None = None,
+    adaptive: bool = False,
+    cost_stop: bool = False,
+) -> SpecSettings:
+    """The override a user's choices describe (GUI, HTTP and CLI all map through here); raises ValueError.
+
+    source None: the draft model when one is loaded (`draft_loaded`), else prompt lookup (default_source);
+    "none": plain decoding. Fields left out take the source's default depth (default_n_max) / DEFAULT_P_MIN / n_min 0.
+    """
+    if source is None:
+        source = default_source(draft_loaded)
+    if source not in choices():
+        raise ValueError(f"speculative.source must be one of {', '.join(choices())}, got {source!r}")
+    if source == NONE:
+        return SpecSettings(
+            source, n_max or 0, n_min or 0, DEFAULT_P_MIN if p_min is None else p_min, adaptive, cost_stop
+        )
+    return SpecSettings(
+        source=source,
+        n_max=default_n_max(source) if n_max is None else n_max,
+        n_min=n_min or 0,
+        p_min=DEFAULT_P_MIN if p_min is None else p_min,
+        adaptive=adaptive,
+        cost_stop=cost_stop,
+    )

@@ -6,13 +6,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 
-def source_choices() -> tuple[str, ...]:
-    """Every value `source` may take: the registered draft sources, "none" and "pool" (app/speculative/registry)."""
-    from app.speculative import registry  # the registry imports the sources, which build SpecSettings
-
-    return registry.choices()
-
-
 @dataclass(frozen=True)
 class SpecSettings:
     """Draft settings for one request; `n_max == 0` or `source == "none"` is plain decoding.
@@ -33,8 +26,10 @@ class SpecSettings:
     cost_stop: bool = False
 
     def __post_init__(self) -> None:
-        if self.source not in ("none", "pool") and self.source not in (known := source_choices()):
-            raise ValueError(f"speculative.source must be one of {', '.join(known)}, got {self.source!r}")
+        # Which names exist is the registry's (app.speculative.registry.from_intent and the HTTP schema check them
+        # where a user's intent becomes settings); a settings object only needs a name.
+        if not isinstance(self.source, str) or not self.source:
+            raise ValueError(f"speculative.source must be a source name, got {self.source!r}")
         for name in ("n_max", "n_min"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
@@ -94,36 +89,3 @@ PLAIN = SpecSettings(source="none", n_max=0)
 # (prompt lookup proposes with confidence 1.0), so it belongs to the user's explicit choice, not to a default.
 DEFAULT_N_MAX = 8  # deep enough for copy-heavy text; a rejected draft of 8 costs one verify of 9 tokens
 DEFAULT_P_MIN = 0.0
-
-
-def from_intent(
-    source: str | None,
-    *,
-    draft_loaded: bool = False,
-    n_max: int | None = None,
-    n_min: int | None = None,
-    p_min: float | None = None,
-    adaptive: bool = False,
-    cost_stop: bool = False,
-) -> SpecSettings:
-    """The override a user's choices describe (GUI, HTTP and CLI all map through here); raises ValueError.
-
-    source None: the draft model when one is loaded (`draft_loaded`), else prompt lookup (registry.default_source);
-    "none": plain decoding. Fields left out take DEFAULT_N_MAX / DEFAULT_P_MIN / n_min 0.
-    """
-    from app.speculative import registry
-
-    if source is None:
-        source = registry.default_source(draft_loaded)
-    if source == registry.NONE:
-        return SpecSettings(
-            source, n_max or 0, n_min or 0, DEFAULT_P_MIN if p_min is None else p_min, adaptive, cost_stop
-        )
-    return SpecSettings(
-        source=source,
-        n_max=DEFAULT_N_MAX if n_max is None else n_max,
-        n_min=n_min or 0,
-        p_min=DEFAULT_P_MIN if p_min is None else p_min,
-        adaptive=adaptive,
-        cost_stop=cost_stop,
-    )

@@ -74,6 +74,11 @@ class DraftSource(Protocol):
         for it are refused with "needs a draft model" when none is loaded;
       cheap_peek: proposing costs microseconds (no model call), so the pool proposes first and lets the source
         compete only on steps where it has a draft (prompt lookup).
+    Optional declarations (read with defaults by the registry, the loader and the conversation cache):
+      default_n_max: the depth an override naming it but no n_max drafts (default: settings.DEFAULT_N_MAX);
+      unavailable_reason(model): why it cannot run on that model, said when a request asks for it;
+      cache_attachment: True when its instance keeps state beside the target's memory that must come back with the
+        target's checkpoints (app/engine/cache.Attachment: checkpoint_state / restored), as the MTP head's does.
     Class methods:
       create(env): the source for a loaded session, or None when it cannot run there (e.g. no draft model);
       calibration_grid(mode): the settings a calibration measures for it ("quick" or "full").

@@ -13,10 +13,11 @@ import pytest
 
 from app.engine.config import EngineConfig
 from app.engine.identity import calibration_store
-from app.engine.session import PASSED_OVER, Session
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.policy import DynamicDraftPolicy, new_table
 from app.runtime.sampling import SamplingParams
+from app.speculative.control import PASSED_OVER
 from app.speculative.settings import SpecSettings
 from tests.engine.helpers import DRAFT, LOOKUP, draft_wins_narrowly, long_text
 

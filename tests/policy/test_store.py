@@ -32,6 +32,22 @@ def test_table_validation() -> None:
         FrontierRow(0, 100, N2, 10.0, 1.0, 0, True)  # safe without repeats
 
 
+def test_source_names_are_checked_where_intent_or_a_table_becomes_settings(seed_table: FrontierTable) -> None:
+    """SpecSettings itself takes any name (it does not import the registry, whose sources build SpecSettings); a
+    table that names a source this build lacks is refused when read, as a user's choice is (registry.from_intent)."""
+    from app.speculative.registry import from_intent
+
+    assert SpecSettings("someday", 4).source == "someday"
+    with pytest.raises(ValueError, match="source name"):
+        SpecSettings("", 4)
+    with pytest.raises(ValueError, match="must be one of draft, lookup, mtp, none, pool, got 'someday'"):
+        from_intent("someday")
+    data = json.loads(seed_table.to_json())
+    data["rows"][0]["setting"]["source"] = "someday"
+    with pytest.raises(ValueError, match="got 'someday'"):
+        FrontierTable.from_json(json.dumps(data))
+
+
 def test_build_rows_from_samples() -> None:
     rows = build_rows(
         [

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from app.server import openai_chat, openai_common, openai_completions
 from app.server.errors import ApiError, from_validation_error
 from app.server.schemas import ChatCompletionRequest, CompletionRequest
+from app.speculative.mtp import MtpSource
 from app.speculative.settings import DEFAULT_N_MAX, SpecSettings
 
 
@@ -71,9 +72,11 @@ def test_speculative_override() -> None:
     # The pool and MTP can run on the target's own MTP head, which only the engine knows about: it decides (400s).
     pool = openai_chat.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False).speculative
     assert pool is not None and pool.source == "pool"
+    # A source's own default depth when n_max is left out, as the app and `dynadraft generate --mtp` draft it.
     assert openai_chat.chat_to_generation(chat(speculative={"source": "mtp"}), has_draft=False).speculative == (
-        SpecSettings(source="mtp", n_max=DEFAULT_N_MAX)
+        SpecSettings(source="mtp", n_max=MtpSource.default_n_max)
     )
+    assert MtpSource.default_n_max == 3 != DEFAULT_N_MAX
     with pytest.raises(ApiError) as e:
         openai_chat.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 65}), has_draft=False)
     assert e.value.param == "speculative.n_max"

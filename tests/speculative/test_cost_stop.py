@@ -10,7 +10,8 @@ import pytest
 from app.policy.schema import validate_table_json
 from app.runtime.sampling import SamplingParams
 from app.speculative.adaptive import AcceptanceModel, AdaptiveLength, CostModel, cost_stop_step
-from app.speculative.settings import SpecSettings, from_intent
+from app.speculative.registry import from_intent
+from app.speculative.settings import SpecSettings
 from app.speculative.sources import Draft, PromptLookupSource, draft_autoregressive, takes_floors
 
 GREEDY = SamplingParams(temperature=0.0)
