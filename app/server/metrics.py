@@ -20,6 +20,9 @@ _CACHE_COUNTERS = {
 }
 
 
+Family = tuple[str, str, str, list[tuple[str, float]]]  # name, type, help, (labels, value) samples
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -91,108 +94,82 @@ class Metrics:
     def render(self, queue_depth: int) -> str:
         """Prometheus text exposition format (version 0.0.4)."""
         with self._lock:
-            avg = self.completion_tokens / self.predicted_ms * 1000.0 if self.predicted_ms > 0 else 0.0
-            out: list[str] = []
+            families = [*self._request_families(queue_depth), *self._draft_families(), *self._cache_families()]
+        return _exposition(families)
 
-            def family(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
-                out.append(f"# HELP {name} {help_}")
-                out.append(f"# TYPE {name} {kind}")
-                for labels, value in samples:
-                    out.append(f"{name}{labels} {value:g}" if isinstance(value, float) else f"{name}{labels} {value}")
+    def _request_families(self, queue_depth: int) -> list[Family]:
+        avg = self.completion_tokens / self.predicted_ms * 1000.0 if self.predicted_ms > 0 else 0.0
+        return [
+            ("dynadraft_http_requests_total", "counter", "HTTP requests answered, by status.",
+             _by("status", self.http_requests)),
+            ("dynadraft_queue_depth", "gauge", "Engine jobs running or waiting.", [("", queue_depth)]),
+            ("dynadraft_generations_total", "counter", "Finished generations, by finish reason.",
+             _by("finish_reason", self.generations)),
+            ("dynadraft_engine_errors_total", "counter", "Generations the engine refused or failed, by code.",
+             _by("code", self.engine_errors)),
+            ("dynadraft_prompt_tokens_total", "counter", "Prompt tokens of finished generations.",
+             [("", self.prompt_tokens)]),
+            ("dynadraft_tokens_generated_total", "counter", "Tokens generated.", [("", self.completion_tokens)]),
+            ("dynadraft_last_tokens_per_second", "gauge", "Generation speed of the last request.",
+             [("", float(self.last_tps))]),
+            ("dynadraft_avg_tokens_per_second", "gauge", "Tokens generated / generation time, since start.",
+             [("", float(round(avg, 3)))]),
+        ]  # fmt: skip
 
-            def by(label: str, counter: Counter[str]) -> list[tuple[str, float]]:
-                return [(f'{{{label}="{_escape(k)}"}}', v) for k, v in sorted(counter.items())]
+    def _draft_families(self) -> list[Family]:
+        by_class = "by draft source and content class (and copy_edit's sub-class)"
+        return [
+            ("dynadraft_draft_tokens_total", "counter", "Drafted tokens, by draft source.",
+             _by("source", self.drafted)),
+            ("dynadraft_draft_accepted_total", "counter", "Accepted drafted tokens, by draft source.",
+             _by("source", self.accepted)),
+            ("dynadraft_source_drafted_tokens_total", "counter", f"Drafted tokens, {by_class}.",
+             _by_class(self.class_drafted)),
+            ("dynadraft_source_accepted_tokens_total", "counter", f"Accepted drafted tokens, {by_class}.",
+             _by_class(self.class_accepted)),
+            ("dynadraft_source_seconds_total", "counter",
+             "Drafting plus verifying time of the steps each source was chosen for, by source, class, sub-class.",
+             _by_class(self.class_seconds)),
+            ("dynadraft_dd_decisions_total", "counter", "Dynamic Draft decisions, by reason.",
+             _by("reason", self.dd_decisions)),
+        ]  # fmt: skip
 
-            def by_class(counter: Mapping[ClassKey, float]) -> list[tuple[str, float]]:
-                return [
-                    (f'{{source="{_escape(s)}",class="{_escape(c)}"' + (f',subclass="{u}"}}' if u else "}"), v)
-                    for (s, c, u), v in sorted(counter.items())
-                ]
-
-            family(
-                "dynadraft_http_requests_total",
-                "counter",
-                "HTTP requests answered, by status.",
-                by("status", self.http_requests),
-            )
-            family("dynadraft_queue_depth", "gauge", "Engine jobs running or waiting.", [("", queue_depth)])
-            family(
-                "dynadraft_generations_total",
-                "counter",
-                "Finished generations, by finish reason.",
-                by("finish_reason", self.generations),
-            )
-            family(
-                "dynadraft_engine_errors_total",
-                "counter",
-                "Generations the engine refused or failed, by code.",
-                by("code", self.engine_errors),
-            )
-            family(
-                "dynadraft_prompt_tokens_total",
-                "counter",
-                "Prompt tokens of finished generations.",
-                [("", self.prompt_tokens)],
-            )
-            family("dynadraft_tokens_generated_total", "counter", "Tokens generated.", [("", self.completion_tokens)])
-            family(
-                "dynadraft_last_tokens_per_second",
-                "gauge",
-                "Generation speed of the last request.",
-                [("", float(self.last_tps))],
-            )
-            family(
-                "dynadraft_avg_tokens_per_second",
-                "gauge",
-                "Tokens generated / generation time, since start.",
-                [("", float(round(avg, 3)))],
-            )
-            family(
-                "dynadraft_draft_tokens_total",
-                "counter",
-                "Drafted tokens, by draft source.",
-                by("source", self.drafted),
-            )
-            family(
-                "dynadraft_draft_accepted_total",
-                "counter",
-                "Accepted drafted tokens, by draft source.",
-                by("source", self.accepted),
-            )
-            family(
-                "dynadraft_source_drafted_tokens_total",
-                "counter",
-                "Drafted tokens, by draft source and content class (and copy_edit's sub-class).",
-                by_class(self.class_drafted),
-            )
-            family(
-                "dynadraft_source_accepted_tokens_total",
-                "counter",
-                "Accepted drafted tokens, by draft source and content class (and copy_edit's sub-class).",
-                by_class(self.class_accepted),
-            )
-            family(
-                "dynadraft_source_seconds_total",
-                "counter",
-                "Drafting plus verifying time of the steps each source was chosen for, by source, class, sub-class.",
-                by_class(self.class_seconds),
-            )
-            family(
-                "dynadraft_dd_decisions_total",
-                "counter",
-                "Dynamic Draft decisions, by reason.",
-                by("reason", self.dd_decisions),
-            )
-            cache = self.prompt_cache
-            for key, help_ in _CACHE_COUNTERS.items():
-                family(f"dynadraft_prompt_cache_{key}_total", "counter", help_, [("", cache.get(key, 0))])
-            family(
-                "dynadraft_prompt_cache_bytes", "gauge", "Bytes of saved states held.", [("", cache.get("bytes", 0))]
-            )
-            family(
+    def _cache_families(self) -> list[Family]:
+        cache = self.prompt_cache
+        out: list[Family] = [
+            (f"dynadraft_prompt_cache_{key}_total", "counter", help_, [("", cache.get(key, 0))])
+            for key, help_ in _CACHE_COUNTERS.items()
+        ]
+        held: list[tuple[str, float]] = [("", cache.get("bytes", 0))]
+        budget: list[tuple[str, float]] = [("", cache.get("budget", 0))]
+        out.append(("dynadraft_prompt_cache_bytes", "gauge", "Bytes of saved states held.", held))
+        out.append(
+            (
                 "dynadraft_prompt_cache_budget_bytes",
                 "gauge",
                 "The conversation cache's byte budget (--cache-ram).",
-                [("", cache.get("budget", 0))],
+                budget,
             )
-        return "\n".join(out) + "\n"
+        )
+        return out
+
+
+def _exposition(families: list[Family]) -> str:
+    out: list[str] = []
+    for name, kind, help_, samples in families:
+        out.append(f"# HELP {name} {help_}")
+        out.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            out.append(f"{name}{labels} {value:g}" if isinstance(value, float) else f"{name}{labels} {value}")
+    return "\n".join(out) + "\n"
+
+
+def _by(label: str, counter: Counter[str]) -> list[tuple[str, float]]:
+    return [(f'{{{label}="{_escape(k)}"}}', v) for k, v in sorted(counter.items())]
+
+
+def _by_class(counter: Mapping[ClassKey, float]) -> list[tuple[str, float]]:
+    return [
+        (f'{{source="{_escape(s)}",class="{_escape(c)}"' + (f',subclass="{u}"}}' if u else "}"), v)
+        for (s, c, u), v in sorted(counter.items())
+    ]
