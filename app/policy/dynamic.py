@@ -317,12 +317,7 @@ class DynamicDraftPolicy:
         static, choices = frontier_choices(table, self.min_gain, allowed)
         per_class = class_choices(table, static, self.min_gain, allowed)
         base = self._base
-        static_setting = static.setting if static else PLAIN
         bounds = self._bounds
-        first_lo = choices[0].ctx_lo
-
-        def covering(found: list[RangeChoice], lo: float, hi: float) -> RangeChoice | None:
-            return next((c for c in found if c.ctx_lo <= lo and hi <= c.ctx_hi), None)
 
         lanes: dict[str | None, Lane] = {}
         for klass in (None, *TABLE_CLASSES):
@@ -337,38 +332,15 @@ class DynamicDraftPolicy:
                 # Segment i covers [bounds[i-1], bounds[i]); segment 0 is below the smallest bound, the last above.
                 lo = bounds[i - 1] if i > 0 else float("-inf")
                 hi = bounds[i] if i < len(bounds) else float("inf")
-                setting: SpecSettings
-                reason: Reason
                 basis: ClassBasis = "context_only" if klass is None else "class_fallback"
-                choice = covering(own, lo, hi)
+                choice = _covering(own, lo, hi)
                 if choice is not None:
                     basis = "class_row" if parent is None else "subclass_row"
-                elif (choice := covering(inherited, lo, hi)) is not None:
+                elif (choice := _covering(inherited, lo, hi)) is not None:
                     basis = "class_row"
                 else:
-                    choice = covering(choices, lo, hi)
-                tps: float | None = None
-                if choice is not None:
-                    setting, reason, c_lo, c_hi = choice.selected, choice.reason, choice.ctx_lo, choice.ctx_hi
-                    is_static = choice.is_static
-                    tps = choice.selected_tps
-                elif hi <= first_lo:
-                    first = choices[0]  # below the smallest range: that range's choice
-                    setting, reason, c_lo, c_hi = first.selected, "out_of_range", first.ctx_lo, first.ctx_hi
-                    is_static = first.is_static
-                    tps = first.selected_tps
-                else:
-                    # Above the largest range, or in a gap between ranges: the best static setting.
-                    setting, reason, c_lo, c_hi, is_static = (
-                        static_setting,
-                        "out_of_range",
-                        None,
-                        None,
-                        static is not None,
-                    )
-                    # Its speed where it was last measured: the nearest calibrated range below (an estimate).
-                    below = [r for r in table.context_rows if r.ctx_hi <= lo and r.setting == setting and r.safe]
-                    tps = max(below, key=lambda r: r.ctx_hi).median_tps if below else None
+                    choice = _covering(choices, lo, hi)
+                setting, reason, c_lo, c_hi, is_static, tps = _segment(table, static, choices, choice, lo, hi)
                 capped = base is not None and base.lanes[klass][0][i] != setting
                 if capped and reason != "out_of_range":
                     reason = "capped"
@@ -572,3 +544,30 @@ def _lane(content_class: str | None, subclass: str | None = None) -> str | None:
         known = ", ".join(f"{s} (of {c})" for s, c in SUBCLASSES.items())
         raise ValueError(f"unknown sub-class {subclass!r} of {content_class!r} (known: {known})")
     return subclass
+
+
+def _covering(found: list[RangeChoice], lo: float, hi: float) -> RangeChoice | None:
+    """The choice whose range covers the whole segment [lo, hi), if any."""
+    return next((c for c in found if c.ctx_lo <= lo and hi <= c.ctx_hi), None)
+
+
+def _segment(
+    table: FrontierTable,
+    static: StaticChoice | None,
+    choices: list[RangeChoice],
+    choice: RangeChoice | None,
+    lo: float,
+    hi: float,
+) -> tuple[SpecSettings, Reason, int | None, int | None, bool, float | None]:
+    """What a segment runs: (setting, reason, its range, whether it is the static setting, its measured tok/s)."""
+    if choice is not None:
+        return choice.selected, choice.reason, choice.ctx_lo, choice.ctx_hi, choice.is_static, choice.selected_tps
+    if hi <= choices[0].ctx_lo:
+        first = choices[0]  # below the smallest range: that range's choice
+        return first.selected, "out_of_range", first.ctx_lo, first.ctx_hi, first.is_static, first.selected_tps
+    # Above the largest range, or in a gap between ranges: the best static setting, at its speed where it was last
+    # measured: the nearest calibrated range below (an estimate).
+    setting = static.setting if static else PLAIN
+    below = [r for r in table.context_rows if r.ctx_hi <= lo and r.setting == setting and r.safe]
+    tps = max(below, key=lambda r: r.ctx_hi).median_tps if below else None
+    return setting, "out_of_range", None, None, static is not None, tps
