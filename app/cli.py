@@ -210,7 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--self-test", action="store_true", help="load the demo model, generate, check the GUI, exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_generate(sub)
+    _add_serve(sub)
+    _add_calibrate(sub)
+    _add_models_and_tools(sub)
+    return parser
 
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the local OpenAI-compatible endpoint (headless)")
     p.add_argument("--model", required=True, metavar="PATH", help=MODEL_HELP)
     p.add_argument("--draft", metavar="PATH", help="draft GGUF model, path or name")
@@ -256,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_lazy("app.server.cli", "run_serve"))
 
+
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="measure the draft-settings frontier on this device (Dynamic Draft)")
     p.add_argument("--model", required=True, metavar="PATH", help=MODEL_HELP)
     p.add_argument("--draft", metavar="PATH", help="draft GGUF model, path or name")
@@ -287,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("app.calibration.cli", "run_calibrate"))
 
+
+def _add_models_and_tools(sub: argparse._SubParsersAction) -> None:
     from app.models.cli import add_models_arguments, add_pull_arguments
 
     p = sub.add_parser("pull", help="download a model from Hugging Face (catalog id or REPO:FILE)")
@@ -301,7 +311,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
     p.set_defaults(func=_run_bench)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
