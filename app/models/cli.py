@@ -177,81 +177,104 @@ def run_models(args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
     catalog = load_catalog()
     if getattr(args, "inspect", None):
-        try:
-            report = inspect_gguf(args.inspect)
-        except (GGUFError, OSError) as e:
-            print(f"dynadraft models --inspect: {e}", file=sys.stderr)
-            return 1
-        compat = check_loadable(report, catalog)
-        if as_json:
-            _print({**report.to_dict(), "format": report.format, "compatibility": compat.to_dict()})
-        else:
-            print("\n".join(describe(report)))
-            print(f"compatibility: {compat.message}")
-            for reason in compat.reasons:
-                print(f"  - {reason}")
-            for step in advice(compat):
-                print(f"  to use it: {step}")
-        return 0
+        return _inspect(args.inspect, catalog, as_json)
     if getattr(args, "pair", None):
-        draft, target = args.pair
-        try:
-            check = check_pair(draft, target)
-        except (GGUFError, OSError) as e:
-            print(f"dynadraft models --pair: {e}", file=sys.stderr)
-            return 1
-        if as_json:
-            _print(check.to_dict())
-        else:
-            print("compatible" if check.compatible else "not compatible")
-            for reason in check.reasons:
-                print(f"  - {reason}")
-        return 0 if check.compatible else 1
+        return _pair(args.pair[0], args.pair[1], as_json)
     if getattr(args, "runtime", False):
-        info = runtime_info()
-        if as_json:
-            _print(info.to_dict())
-        else:
-            print(f"{info.name} {info.version}")
-            print(f"system: {info.system_info}")
-            for d in info.devices:
-                print(
-                    f"  {d.backend}/{d.name}: {d.description} [{d.type}] "
-                    f"{format_bytes(d.memory_free)} free of {format_bytes(d.memory_total)}"
-                )
-            print(f"loadable tensor types: {', '.join(info.loadable_types.values())}")
-            if info.error:
-                print(f"note: {info.error}")
-        return 0
+        return _runtime(as_json)
     if getattr(args, "catalog", False):
-        rows = _catalog_rows(catalog, getattr(args, "models_dir", None))
-        if as_json:
-            _print(rows)
-        else:
-            for row in rows:
-                flag = "verified" if row["verified"] else "unverified"
-                where = row["repo"] or "packaged (PyPI)"
-                print(f"{row['id']:<34} {row['format']:<14} {row['runtime']:<8} {flag:<10} {where}")
-                if row["runtime"] != "bundled":
-                    print(f"{'':<34} {row['runtime_hint']}")
-                if row["mtp"] != "unverified":  # only builds the catalog or a local header says something about
-                    print(f"{'':<34} MTP: {row['mtp']}")
-        return 0
+        return _catalog(catalog, getattr(args, "models_dir", None), as_json)
     if getattr(args, "search", None):
-        from app.models.hub import search_hub
+        return _search(args.search, getattr(args, "endpoint", None), as_json)
+    return _local(catalog, getattr(args, "models_dir", None), as_json)
 
-        try:
-            hits = search_hub(args.search, endpoint=getattr(args, "endpoint", None))
-        except (HubOffline, DownloadError) as e:
-            print(f"dynadraft models --search: {e}", file=sys.stderr)
-            return 1
-        if as_json:
-            _print([h.__dict__ for h in hits])
-        else:
-            for h in hits:
-                print(f"{h.id:<60} {h.downloads or 0:>10} downloads{'  (gated)' if h.gated else ''}")
+
+def _inspect(path: str, catalog: Catalog, as_json: bool) -> int:
+    try:
+        report = inspect_gguf(path)
+    except (GGUFError, OSError) as e:
+        print(f"dynadraft models --inspect: {e}", file=sys.stderr)
+        return 1
+    compat = check_loadable(report, catalog)
+    if as_json:
+        _print({**report.to_dict(), "format": report.format, "compatibility": compat.to_dict()})
         return 0
-    models = list_local_models(getattr(args, "models_dir", None), catalog)
+    print("\n".join(describe(report)))
+    print(f"compatibility: {compat.message}")
+    for reason in compat.reasons:
+        print(f"  - {reason}")
+    for step in advice(compat):
+        print(f"  to use it: {step}")
+    return 0
+
+
+def _pair(draft: str, target: str, as_json: bool) -> int:
+    try:
+        check = check_pair(draft, target)
+    except (GGUFError, OSError) as e:
+        print(f"dynadraft models --pair: {e}", file=sys.stderr)
+        return 1
+    if as_json:
+        _print(check.to_dict())
+    else:
+        print("compatible" if check.compatible else "not compatible")
+        for reason in check.reasons:
+            print(f"  - {reason}")
+    return 0 if check.compatible else 1
+
+
+def _runtime(as_json: bool) -> int:
+    info = runtime_info()
+    if as_json:
+        _print(info.to_dict())
+        return 0
+    print(f"{info.name} {info.version}")
+    print(f"system: {info.system_info}")
+    for d in info.devices:
+        print(
+            f"  {d.backend}/{d.name}: {d.description} [{d.type}] "
+            f"{format_bytes(d.memory_free)} free of {format_bytes(d.memory_total)}"
+        )
+    print(f"loadable tensor types: {', '.join(info.loadable_types.values())}")
+    if info.error:
+        print(f"note: {info.error}")
+    return 0
+
+
+def _catalog(catalog: Catalog, models_dir: Path | None, as_json: bool) -> int:
+    rows = _catalog_rows(catalog, models_dir)
+    if as_json:
+        _print(rows)
+        return 0
+    for row in rows:
+        flag = "verified" if row["verified"] else "unverified"
+        where = row["repo"] or "packaged (PyPI)"
+        print(f"{row['id']:<34} {row['format']:<14} {row['runtime']:<8} {flag:<10} {where}")
+        if row["runtime"] != "bundled":
+            print(f"{'':<34} {row['runtime_hint']}")
+        if row["mtp"] != "unverified":  # only builds the catalog or a local header says something about
+            print(f"{'':<34} MTP: {row['mtp']}")
+    return 0
+
+
+def _search(query: str, endpoint: str | None, as_json: bool) -> int:
+    from app.models.hub import search_hub
+
+    try:
+        hits = search_hub(query, endpoint=endpoint)
+    except (HubOffline, DownloadError) as e:
+        print(f"dynadraft models --search: {e}", file=sys.stderr)
+        return 1
+    if as_json:
+        _print([h.__dict__ for h in hits])
+    else:
+        for h in hits:
+            print(f"{h.id:<60} {h.downloads or 0:>10} downloads{'  (gated)' if h.gated else ''}")
+    return 0
+
+
+def _local(catalog: Catalog, models_dir: Path | None, as_json: bool) -> int:
+    models = list_local_models(models_dir, catalog)
     if as_json:
         _print([m.to_dict() for m in models])
         return 0
