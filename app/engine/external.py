@@ -30,7 +30,7 @@ from app.engine.types import (
     Timings,
     check_token_ids,
 )
-from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
+from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.runtime.llama_server import (
     SAMPLING_FIELDS,
     ExternalServer,
@@ -300,29 +300,7 @@ class ExternalSession:
     def generate(self, request: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
         """Run one request on the server; yields TextEvents and ends with a DoneEvent. Raises EngineError subclasses."""
         spec = request.speculative
-        can = self.capabilities
-        if spec is not None and (
-            spec.source not in (NONE, POOL, *can.sources)
-            or (spec.source == POOL and not can.pool)
-            or (spec.adaptive and not can.adaptive)
-        ):
-            what = "adaptive length" if spec.adaptive else f"speculative.source {spec.source!r}"
-            raise InvalidRequest(
-                "an external llama-server drafts with its draft model (-md) or, where the build has it, its "
-                f"{LOOKUP_SPEC_TYPE} lookup: {what} needs the bundled runtime"
-            )
-        if spec is not None and spec.cost_stop and not spec.is_plain:
-            raise InvalidRequest(
-                "speculative.cost_stop: the cost stop needs the bundled runtime (an external llama-server stops drafts "
-                "only by its fixed p_min)"
-            )
-        wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
-        wanted["chat_template_kwargs"] = bool(request.template_kwargs)
-        wanted["infill"] = request.infill is not None  # fill-in-the-middle: the server's /infill, not used here
-        wanted["reasoning_budget_tokens"] = request.reasoning_budget is not None and request.reasoning_budget >= 0
-        if any(wanted.values()):
-            names = ", ".join(k for k, v in wanted.items() if v)
-            raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
+        self._refuse_what_it_cannot_run(request)
         self._check_sampling(request)
         if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
             self._switch_source(spec)
@@ -367,17 +345,7 @@ class ExternalSession:
             del margins[len(tokens) :]
         wall_ms = (time.perf_counter() - t0) * 1000.0
         timings = self._timings(final, n_prompt, len(tokens), wall_ms)
-        state = per_request_state(self.features.speculative, self.lifetime, self.start_settings)
-        dd: DynamicDraftRecord = {**record.to_dict(), **state.to_dict()}
-        dd["applied"] = record.applied and ran == settings  # DD's choice is what ran
-        dd["runtime"] = {
-            "kind": "llama-server",
-            "build": self.features.build_info,
-            "honoured": list(self.features.speculative),
-            "sent": sent,
-            "ignored": list(ignored),
-            "ran": ran.to_dict(),
-        }
+        dd = self._decision(record, settings, sent, ignored, ran)
         finish: FinishReason = "cancelled" if cancelled else _FINISH.get(str((final or {}).get("stop_type")), "stop")
         yield DoneEvent(
             GenerationSummary(
@@ -397,6 +365,55 @@ class ExternalSession:
         )
 
     # -- helpers --------------------------------------------------------------------------------------------------
+    def _refuse_what_it_cannot_run(self, request: GenerationRequest) -> None:
+        """A request for what only the bundled runtime does is refused with the reason (never silently ignored)."""
+        spec = request.speculative
+        can = self.capabilities
+        if spec is not None and (
+            spec.source not in (NONE, POOL, *can.sources)
+            or (spec.source == POOL and not can.pool)
+            or (spec.adaptive and not can.adaptive)
+        ):
+            what = "adaptive length" if spec.adaptive else f"speculative.source {spec.source!r}"
+            raise InvalidRequest(
+                "an external llama-server drafts with its draft model (-md) or, where the build has it, its "
+                f"{LOOKUP_SPEC_TYPE} lookup: {what} needs the bundled runtime"
+            )
+        if spec is not None and spec.cost_stop and not spec.is_plain:
+            raise InvalidRequest(
+                "speculative.cost_stop: the cost stop needs the bundled runtime (an external llama-server stops drafts "
+                "only by its fixed p_min)"
+            )
+        wanted = {"logprobs": request.logprobs is not None, "tools": bool(request.tools)}
+        wanted["chat_template_kwargs"] = bool(request.template_kwargs)
+        wanted["infill"] = request.infill is not None  # fill-in-the-middle: the server's /infill, not used here
+        wanted["reasoning_budget_tokens"] = request.reasoning_budget is not None and request.reasoning_budget >= 0
+        if any(wanted.values()):
+            names = ", ".join(k for k, v in wanted.items() if v)
+            raise InvalidRequest(f"{names}: not available on an external llama-server runtime (use the bundled one)")
+
+    def _decision(
+        self,
+        record: DecisionRecord,
+        settings: SpecSettings,
+        sent: dict[str, Any],
+        ignored: Sequence[str],
+        ran: SpecSettings,
+    ) -> DynamicDraftRecord:
+        """The decision record, with what this server was sent, ignored and ran (DD's choice applied only if it ran)."""
+        state = per_request_state(self.features.speculative, self.lifetime, self.start_settings)
+        dd: DynamicDraftRecord = {**record.to_dict(), **state.to_dict()}
+        dd["applied"] = record.applied and ran == settings  # DD's choice is what ran
+        dd["runtime"] = {
+            "kind": "llama-server",
+            "build": self.features.build_info,
+            "honoured": list(self.features.speculative),
+            "sent": sent,
+            "ignored": list(ignored),
+            "ran": ran.to_dict(),
+        }
+        return dd
+
     def _switch_source(self, spec: SpecSettings) -> None:
         """A request for another draft source than the running server's: restart it with that source (the draft
         type is a start-time flag in every build). Lookup runs as the request asks; a draft model as configured."""

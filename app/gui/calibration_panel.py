@@ -85,21 +85,7 @@ class CalibrationPanel(QWidget):
         self.dd_force.setChecked(self._setting("dd/force", False))
         self.dd_on.toggled.connect(self.apply_dd_toggles)
         self.dd_force.toggled.connect(self.apply_dd_toggles)
-        self.report = QTableWidget(0, 6)
-        from app.policy.report import COLUMNS
-
-        self.report.setHorizontalHeaderLabels(list(COLUMNS))
-        header = self.report.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # headers are never cut off
-        header.setStretchLastSection(True)
-        self.report.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.best_static = QLabel("")
-        self.best_static.setWordWrap(True)
-        self.plot = pg.PlotWidget(title="Frontier: generation tok/s by prompt length")
-        self.plot.setLabel("bottom", "prompt tokens (log)")
-        self.plot.setLabel("left", "tok/s")
-        self.plot.setLogMode(x=True, y=False)
-        self.plot.addLegend(offset=(10, 10))
+        self._build_report()
         self._relay.progress.connect(self._on_progress)
         row = QHBoxLayout()
         row.addWidget(self.button)
@@ -119,6 +105,24 @@ class CalibrationPanel(QWidget):
         lay.addWidget(self.best_static)
         lay.addWidget(self.plot, 2)
         self._sync()
+
+    def _build_report(self) -> None:
+        """The report table (the policy's columns), the best static setting's line and the frontier plot."""
+        self.report = QTableWidget(0, 6)
+        from app.policy.report import COLUMNS
+
+        self.report.setHorizontalHeaderLabels(list(COLUMNS))
+        header = self.report.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # headers are never cut off
+        header.setStretchLastSection(True)
+        self.report.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.best_static = QLabel("")
+        self.best_static.setWordWrap(True)
+        self.plot = pg.PlotWidget(title="Frontier: generation tok/s by prompt length")
+        self.plot.setLabel("bottom", "prompt tokens (log)")
+        self.plot.setLabel("left", "tok/s")
+        self.plot.setLogMode(x=True, y=False)
+        self.plot.addLegend(offset=(10, 10))
 
     def _setting(self, key: str, default: bool) -> bool:
         v = self.settings.value(key, default) if self.settings is not None else default
