@@ -48,8 +48,8 @@ from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative import registry
 from app.speculative.adaptive import cost_stop_step
 from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
-from app.speculative.control import DraftController, FixedControl, StepOutcome, StepPlan, StepView, controller_for
-from app.speculative.settings import PLAIN, SpecSettings
+from app.speculative.control import DraftController, StepOutcome, StepPlan, StepView, controller_for
+from app.speculative.settings import SpecSettings
 from app.speculative.sources import DraftSource, catch_up_ms, takes_floors
 from app.speculative.telemetry import SourceStats, SpecStats
 from app.speculative.verify import Verdict, verify_greedy, verify_sampled
@@ -72,13 +72,13 @@ class _Run:
     settings: SpecSettings
     rng: np.random.Generator
     stream: TextStream
+    control: DraftController  # per-step draft control (app/speculative/control.py)
     generated: list[int] = field(default_factory=list)
     draft_n: int = 0
     draft_accepted: int = 0
     steps: int = 0
     finish: str | None = None
     margins: list[float] = field(default_factory=list)
-    control: DraftController = field(default_factory=lambda: FixedControl(PLAIN))  # per-step draft control
     grammar: Grammar | None = None  # the output's grammar, advanced by every committed token
     logprobs: list[TokenLogprob] = field(default_factory=list)
     logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
@@ -419,6 +419,9 @@ class Session:
             settings=settings,
             rng=np.random.default_rng(request.sampling.seed),
             stream=TextStream(request.stop),
+            control=controller_for(
+                settings, self.sources, self._verify_ms, self._draft_ms, self.pool_step_cost, self._caps.n_max + 1
+            ),
             grammar=grammar,
             mu=mirostat.initial_mu(request.sampling.mirostat_tau),
         )
@@ -429,9 +432,6 @@ class Session:
             prompt_end = b"".join(vocab.piece(t, special=True) for t in prompt[-16:])
             tokenize = lambda text: vocab.tokenize(text, False, True)  # noqa: E731
             run.budget = build_budget(budget, message, prompt_end, tokenize)
-        run.control = controller_for(
-            settings, self.sources, self._verify_ms, self._draft_ms, self.pool_step_cost, self._caps.n_max + 1
-        )
         return run
 
     def _warm_start(self, run: _Run, record: DecisionRecord) -> tuple[memory.WarmStart | None, int, bool]:

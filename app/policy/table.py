@@ -29,8 +29,7 @@ def _known(setting: SpecSettings) -> SpecSettings:
     """A table's setting names a source this build has (a table from a build with another source is refused)."""
     from app.speculative import registry  # the sources load llama.cpp's bindings: only when a table is read
 
-    if setting.source not in registry.choices():
-        raise ValueError(f"speculative.source must be one of {', '.join(registry.choices())}, got {setting.source!r}")
+    registry.check_source(setting.source)
     return setting
 
 

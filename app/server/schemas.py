@@ -104,9 +104,7 @@ class SpeculativeOptions(BaseModel):
     @field_validator("source")
     @classmethod
     def _known_source(cls, value: str | None) -> str | None:
-        if value is not None and value not in registry.choices():
-            raise ValueError(f"speculative.source must be one of {', '.join(registry.choices())}, got {value!r}")
-        return value
+        return None if value is None else registry.check_source(value)
 
 
 class JsonSchemaFormat(BaseModel):

@@ -126,6 +126,14 @@ register(PromptLookupSource)
 register(MtpSource)
 
 
+def check_source(source: str) -> str:
+    """`source` when it names a registered source, "none" or "pool"; else ValueError listing the choices (the one
+    check for a user's choice, the HTTP schema and a calibration table's rows)."""
+    if source not in choices():
+        raise ValueError(f"speculative.source must be one of {', '.join(choices())}, got {source!r}")
+    return source
+
+
 def from_intent(
     source: str | None,
     *,
@@ -143,8 +151,7 @@ def from_intent(
     """
     if source is None:
         source = default_source(draft_loaded)
-    if source not in choices():
-        raise ValueError(f"speculative.source must be one of {', '.join(choices())}, got {source!r}")
+    check_source(source)
     if source == NONE:
         return SpecSettings(
             source, n_max or 0, n_min or 0, DEFAULT_P_MIN if p_min is None else p_min, adaptive, cost_stop
