@@ -146,3 +146,16 @@ def remember(
         store.record(ws.keys, outcomes)
     except Exception as exc:
         log.warning("could not update the source memory: %s", exc)
+
+
+def seed_verify_costs(store: SourceMemoryStore | None, verify_ms: dict[int, float]) -> int:
+    """The verify costs the memory kept into a session's table, where it has not measured them itself; returns how
+    many batch sizes the memory had."""
+    if store is None:
+        return 0
+    saved = store.verify_costs()
+    for b, ms in saved.items():
+        verify_ms.setdefault(b, ms)
+    if saved:
+        log.info("verify costs of %d batch sizes from the source memory (%s)", len(saved), store.path)
+    return len(saved)

@@ -5,11 +5,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app.engine.chat import TemplateError, adds_bos, render_chat
+from app.engine.chat_format import THINK_CLOSE, THINK_OPEN
 from app.engine.infill import infill_tokens
 from app.engine.types import GenerationRequest, InvalidRequest, check_token_ids
 from app.runtime.dry import Breakers, resolve_breakers
 from app.runtime.llama import Model
 from app.runtime.sampling import resolve_logit_bias
+
+
+def opens_think(prompt_text: str) -> bool:
+    """Whether a rendered prompt ends inside an open <think> block (the template started the model's reasoning)."""
+    start = prompt_text.rfind(THINK_OPEN)
+    return start != -1 and start > prompt_text.rfind(THINK_CLOSE) and not prompt_text[start + len(THINK_OPEN) :].strip()
 
 
 class PromptBuilder:

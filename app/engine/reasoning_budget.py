@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.engine import chat_format
+from app.runtime.llama import Vocab
 
 THINK_OPEN = chat_format.THINK_OPEN.encode()  # the tags as the tokens' bytes carry them
 THINK_CLOSE = chat_format.THINK_CLOSE.encode()
@@ -95,3 +96,11 @@ def build_budget(budget: int | None, message: str, prompt_tail: bytes, tokenize:
         out.thinking = True
         out._body = bytearray(prompt_tail[start + len(THINK_OPEN) :])
     return out
+
+
+def request_budget(budget: int, message: str, prompt: Sequence[int], vocab: Vocab) -> ReasoningBudget | None:
+    """build_budget for a prompt of tokens: the bytes of its last 16 tokens, the forced end tokenized by `vocab`."""
+    if budget < 0:
+        return None
+    tail = b"".join(vocab.piece(t, special=True) for t in prompt[-16:])
+    return build_budget(budget, message, tail, lambda text: vocab.tokenize(text, False, True))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from app.engine.config import EngineConfig
-from app.engine.types import GenerationRequest, InvalidRequest
+from app.engine.types import DynamicDraftRecord, GenerationRequest, InvalidRequest
 from app.policy.content_class import RequestClass, last_user_text
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.policy.edit_kind import classify_request
@@ -56,3 +56,17 @@ def request_class(request: GenerationRequest, text: str) -> RequestClass:
     structured."""
     structured = request.grammar is not None or bool(request.tools)
     return classify_request(text, last_user_text(request.messages, text), structured)
+
+
+def wire_record(
+    record: DecisionRecord, policy: DynamicDraftPolicy, status: str, disabled: str | None
+) -> DynamicDraftRecord:
+    """The decision record as responses carry it: a stale table's differing fields and how to recalibrate (`status`,
+    the table's load message), and why speculation is off for this model where it is (`disabled`)."""
+    out: DynamicDraftRecord = {**record.to_dict()}
+    if record.reason == "stale_table":
+        out["stale_fields"] = list(policy.stale_fields)
+        out["stale_message"] = status
+    if disabled:
+        out["speculation_disabled"] = disabled
+    return out

@@ -6,34 +6,29 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from app.engine import loader, memory
+from app.engine import catch_up, choose, loader, memory, rollback
 from app.engine.chat import TextStream
-from app.engine.chat_format import THINK_CLOSE, THINK_OPEN
 from app.engine.config import EngineConfig, profile_of
 from app.engine.history import RollingWindow, check_prompt_fits, saying_dropped
 from app.engine.identity import calibration_store, config_fingerprint, llama_build
-from app.engine.logprobs import token_logprob
-from app.engine.profile import (
-    recalibrate_command,
-)
-from app.engine.prompting import PromptBuilder
-from app.engine.reasoning_budget import ReasoningBudget, build_budget
-from app.engine.request_policy import choose_settings, policy_without_table, request_class
+from app.engine.profile import recalibrate_command
+from app.engine.prompting import PromptBuilder, opens_think
+from app.engine.reasoning_budget import request_budget
+from app.engine.request_policy import choose_settings, policy_without_table, request_class, wire_record
+from app.engine.run import Run, StepDraft, top2_margin, with_idle_reasons, with_seeded_costs
 from app.engine.runtime import Capabilities, ModelMeta
 from app.engine.types import (
     DoneEvent,
-    DynamicDraftRecord,
     EngineError,
     Event,
     GenerationRequest,
     GenerationSummary,
     InvalidRequest,
-    StepEvent,
     TextEvent,
     Timings,
     TokenLogprob,
@@ -44,106 +39,15 @@ from app.policy.fingerprint import Fingerprint
 from app.runtime import mirostat
 from app.runtime.grammar import Grammar, GrammarError
 from app.runtime.llama import LlamaError, Vocab
-from app.runtime.sampling import distribution, draw, greedy_token
 from app.speculative import registry
 from app.speculative.adaptive import cost_stop_step
-from app.speculative.constrained import constrained_draw, constrained_greedy, verify_constrained
-from app.speculative.control import DraftController, StepOutcome, StepPlan, StepView, controller_for
+from app.speculative.control import StepOutcome, StepPlan, StepView, controller_for
 from app.speculative.settings import SpecSettings
-from app.speculative.sources import DraftSource, catch_up_ms, takes_floors
-from app.speculative.telemetry import SourceStats, SpecStats
-from app.speculative.verify import Verdict, verify_greedy, verify_sampled
+from app.speculative.sources import takes_floors
+from app.speculative.telemetry import SpecStats
+from app.speculative.verify import Verdict
 
 log = logging.getLogger(__name__)
-
-
-def opens_think(prompt_text: str) -> bool:
-    """Whether a rendered prompt ends inside an open <think> block (the template started the model's reasoning)."""
-    start = prompt_text.rfind(THINK_OPEN)
-    return start != -1 and start > prompt_text.rfind(THINK_CLOSE) and not prompt_text[start + len(THINK_OPEN) :].strip()
-
-
-@dataclass
-class _Run:
-    """Mutable state of one generation (kept together so the loop reads plainly)."""
-
-    request: GenerationRequest
-    prompt: list[int]
-    settings: SpecSettings
-    rng: np.random.Generator
-    stream: TextStream
-    control: DraftController  # per-step draft control (app/speculative/control.py)
-    generated: list[int] = field(default_factory=list)
-    draft_n: int = 0
-    draft_accepted: int = 0
-    steps: int = 0
-    finish: str | None = None
-    margins: list[float] = field(default_factory=list)
-    grammar: Grammar | None = None  # the output's grammar, advanced by every committed token
-    logprobs: list[TokenLogprob] = field(default_factory=list)
-    logprobs_pending: list[TokenLogprob] = field(default_factory=list)  # committed, not yet in a TextEvent
-    step_logprobs: list[TokenLogprob] | None = None  # the current step's, read from its verify rows
-    idle_reasons: dict[str, str] = field(default_factory=dict)  # source -> why its last empty draft was empty
-    verify_warm: bool = False  # a verify already ran in this request (the first one's ms include one-off work)
-    # Pool sources with their own KV cache (a draft model): how many leading tokens of the history it holds, read once
-    # per request and then followed step by step; the rest is the catch-up its next draft pays (see SourcePool).
-    kv_held: dict[str, int] = field(default_factory=dict)
-    budget: ReasoningBudget | None = None  # the request's reasoning budget (app.engine.reasoning_budget)
-    forced: list[int] = field(default_factory=list)  # its forced end, committed by the next step (_forced_step)
-    mu: float = 0.0  # mirostat's state (SamplingParams.mirostat_mu), moved on by every committed draw
-
-    @property
-    def remaining(self) -> int:
-        """Tokens still wanted at most (the reply may end sooner)."""
-        return self.request.max_tokens - len(self.generated)
-
-
-def with_idle_reasons(per_source: dict[str, dict[str, Any]], reasons: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """The request's per-source statistics, each source that could not draft saying why (`idle_reason`)."""
-    for name, why in reasons.items():
-        per_source.setdefault(name, SourceStats().to_dict())["idle_reason"] = why  # zeros where it never ran
-    return per_source
-
-
-def with_seeded_costs(warm: dict[str, Any] | None, seeded: int) -> dict[str, Any] | None:
-    """The request's source-memory record, saying how many verify batch sizes the session's cost table took from the
-    memory when this request was the first to need it (a restart's first request; every `dynadraft generate`)."""
-    if not seeded:
-        return warm
-    return {**(warm or {}), "verify_costs_from_memory": seeded}
-
-
-def within_vocab(
-    tokens: list[int], dists: list[np.ndarray | None], n_vocab: int
-) -> tuple[list[int], list[np.ndarray | None]]:
-    """The draft up to its first id outside the target's vocabulary: such an id must never reach llama_decode."""
-    for i, t in enumerate(tokens):
-        if not 0 <= t < n_vocab:
-            return tokens[:i], dists[:i]
-    return tokens, dists
-
-
-@dataclass
-class _StepDraft:
-    """What one step drafted: the source (None: plain decode), the depth allowed and the proposed tokens."""
-
-    src: DraftSource | None
-    depth: int
-    tokens: list[int] = field(default_factory=list)
-    dists: list[np.ndarray | None] = field(default_factory=list)
-    draft_ms: float = 0.0
-    declined: int = 0  # tokens the cost stop chose not to draft
-    caught_up: bool = False  # its source first fed history it had not seen (Draft.caught_up)
-
-    @property
-    def source_name(self) -> str:
-        return self.src.name if (self.src is not None and self.depth > 0) else "none"
-
-
-def top2_margin(logits: np.ndarray) -> float:
-    """Top-1 minus top-2 logit: how close greedy decoding was to a tie at this row."""
-    top = np.partition(logits, -2)[-2:]
-    return float(top[1] - top[0])
 
 
 class Session:
@@ -223,15 +127,7 @@ class Session:
         if self._verify_seeded:
             return 0
         self._verify_seeded = True
-        store = self.source_memory()
-        if store is None:
-            return 0
-        saved = store.verify_costs()
-        for b, ms in saved.items():
-            self._verify_ms.setdefault(b, ms)
-        if saved:
-            log.info("verify costs of %d batch sizes from the source memory (%s)", len(saved), store.path)
-        return len(saved)
+        return memory.seed_verify_costs(self.source_memory(), self._verify_ms)
 
     def set_policy(self, policy: DynamicDraftPolicy) -> None:
         self.policy = policy
@@ -378,7 +274,7 @@ class Session:
             if request.echo_open_think and request.messages is not None and opens_think(self.render_prompt(request)):
                 run.stream.text = "<think>\n"
                 yield TextEvent("<think>\n", 0, 0)
-            yield from self._emit(run, [first[0]], n_drafted=0, lps=first[1])
+            yield from run.commit([first[0]], 0, first[1], self.model.vocab)
             uses_draft = settings.source == registry.POOL or registry.needs_draft_model(settings.source)
             self.cache.checkpoint(prompt, request.cache_prompt, uses_draft)
         else:
@@ -394,26 +290,15 @@ class Session:
             yield TextEvent(tail, 0, 0, tuple(run.logprobs_pending))
         gen_ms = (time.perf_counter() - t_gen) * 1000.0
         self._learn_from(run, warm, measures_costs)
-        n_gen = len(run.generated)
-        timings = Timings(
-            prompt_n=n_prefilled,
-            prompt_ms=round(prompt_ms, 3),
-            prompt_per_second=round(n_prefilled / prompt_ms * 1000.0, 3) if prompt_ms > 0 else 0.0,
-            predicted_n=n_gen,
-            predicted_ms=round(gen_ms, 3),
-            predicted_per_second=round(n_gen / gen_ms * 1000.0, 3) if gen_ms > 0 else 0.0,
-            cache_n=cache_n,
-            draft_n=run.draft_n,
-            draft_n_accepted=run.draft_accepted,
-        )
+        timings = run.timings(n_prefilled, prompt_ms, gen_ms, cache_n)
         kept = with_seeded_costs(warm.to_dict() if warm is not None else None, seeded)
         yield DoneEvent(self._summary(run, record, timings, kept))
 
     def _new_run(
         self, request: GenerationRequest, prompt: list[int], settings: SpecSettings, grammar: Grammar | None
-    ) -> _Run:
+    ) -> Run:
         """The request's mutable state, with its reasoning budget and its per-step draft control (control.py)."""
-        run = _Run(
+        return Run(
             request=request,
             prompt=prompt,
             settings=settings,
@@ -424,17 +309,15 @@ class Session:
             ),
             grammar=grammar,
             mu=mirostat.initial_mu(request.sampling.mirostat_tau),
+            budget=request_budget(
+                self.config.reasoning_budget if request.reasoning_budget is None else request.reasoning_budget,
+                request.reasoning_budget_message or self.config.reasoning_budget_message,
+                prompt,
+                self.model.vocab,
+            ),
         )
-        budget = self.config.reasoning_budget if request.reasoning_budget is None else request.reasoning_budget
-        if budget >= 0:
-            vocab = self.model.vocab
-            message = request.reasoning_budget_message or self.config.reasoning_budget_message
-            prompt_end = b"".join(vocab.piece(t, special=True) for t in prompt[-16:])
-            tokenize = lambda text: vocab.tokenize(text, False, True)  # noqa: E731
-            run.budget = build_budget(budget, message, prompt_end, tokenize)
-        return run
 
-    def _warm_start(self, run: _Run, record: DecisionRecord) -> tuple[memory.WarmStart | None, int, bool]:
+    def _warm_start(self, run: Run, record: DecisionRecord) -> tuple[memory.WarmStart | None, int, bool]:
         """What the run starts from: the source memory's pulls for the pool or adaptive length, and the verify costs
         the memory kept (seeded once per session). Returns (warm start, cost rows seeded, whether the run measures
         verify costs: the pool, an adaptive length and a cost stop learn them, unless a device profile stands in)."""
@@ -454,7 +337,7 @@ class Session:
         return warm, seeded, measures_costs
 
     def _prefill(
-        self, run: _Run, cache_n: int, cancel: threading.Event | None
+        self, run: Run, cache_n: int, cancel: threading.Event | None
     ) -> tuple[int, list[TokenLogprob] | None] | None:
         """Decode the prompt past what the cache held and choose the reply's first token with its logprobs; None when
         cancelled (cancellation is checked between n_batch chunks: a long prompt must not hold the engine thread)."""
@@ -470,7 +353,7 @@ class Session:
             run.margins.append(top2_margin(self.ctx.logits(-1)))
         return token, self._logprobs(run, [token], [-1])
 
-    def _learn_from(self, run: _Run, warm: memory.WarmStart | None, measures_costs: bool) -> None:
+    def _learn_from(self, run: Run, warm: memory.WarmStart | None, measures_costs: bool) -> None:
         """After the last step: each source the pool never tried says why (never silently unused), and what the run
         measured goes to the session (draft costs) and the source memory (pulls, verify costs, prefill speeds)."""
         control = run.control
@@ -479,11 +362,11 @@ class Session:
         memory.remember(self._memory, warm, control.pool, control.adaptive, run.settings.source, self.stats.request)
         if measures_costs and self._memory is not None:  # _seed_verify_costs opened the memory
             self._memory.record_verify_costs(self._verify_ms)
-        self._keep_prefill_speeds()
+        catch_up.keep_prefill_speeds(self._memory, self.sources)
         self._draft_ms.update(control.draft_costs())
 
     def _summary(
-        self, run: _Run, record: DecisionRecord, timings: Timings, source_memory: dict[str, Any] | None
+        self, run: Run, record: DecisionRecord, timings: Timings, source_memory: dict[str, Any] | None
     ) -> GenerationSummary:
         return GenerationSummary(
             text=run.stream.text,
@@ -495,7 +378,7 @@ class Session:
             steps=run.steps,
             prompt_tokens=len(run.prompt),
             settings=run.settings,
-            dynamic_draft=self._decision_dict(record),
+            dynamic_draft=wire_record(record, self.policy, self.dd_status, self.speculation_disabled_reason),
             per_source=with_idle_reasons(self.stats.request_summary(), run.idle_reasons),
             content_class=self.stats.content_class,
             content_subclass=record.content_subclass,
@@ -506,47 +389,19 @@ class Session:
             cache=self.cache.snapshot(),
         )
 
-    def _first_token(self, run: _Run, prompt: list[int]) -> int:
+    def _first_token(self, run: Run, prompt: list[int]) -> int:
         """The reply's first token, from the prompt's logits; a budget of 0 in a block the prompt opened starts the
         forced end right here instead (the rest of it is the next step's)."""
         if run.budget is not None and run.budget.due():
-            forced = self._forced_end(run)
+            forced = run.forced_end()
             if forced:
                 run.forced = forced[1:]
                 return forced[0]
-        token = self._sample(self.ctx.logits(-1), run, prompt)
-        self._within_budget(run, [token])
+        token = choose.sample(self.ctx.logits(-1), run, prompt)
+        run.within_budget([token], self.model.vocab.piece)
         return token
 
-    def _within_budget(self, run: _Run, tokens: list[int]) -> int:
-        """How many of a step's tokens the reasoning budget lets stay; once it is spent, the forced end is queued for
-        the next step."""
-        if run.budget is None:
-            return len(tokens)
-        piece = self.model.vocab.piece
-        keep = run.budget.admit([piece(t, special=True) for t in tokens])
-        if run.budget.due():
-            run.forced = self._forced_end(run)
-        return keep
-
-    def _forced_end(self, run: _Run) -> list[int]:
-        """The budget's forced end, unless the request's grammar would refuse it (then the block is left to end
-        by itself, and the report says so)."""
-        assert run.budget is not None
-        forced = list(run.budget.force())
-        if run.grammar is not None:
-            probe = run.grammar.clone()
-            try:
-                for t in forced:
-                    probe.accept(t)
-            except GrammarError:
-                run.budget.grammar_refused = True
-                return []
-            finally:
-                probe.close()
-        return forced
-
-    def _forced_step(self, run: _Run) -> Iterator[Event]:
+    def _forced_step(self, run: Run) -> Iterator[Event]:
         """Commit the reasoning budget's forced end (message and closing tag) in one target decode, like a draft
         accepted by rule, then the target's own next token after it."""
         ctx = self.ctx
@@ -563,55 +418,15 @@ class Session:
         except LlamaError as e:
             raise EngineError(f"decode failed: {e}") from e
         if run.grammar is not None:
-            for t in forced:  # admitted: _forced_end checked them on a copy
+            for t in forced:  # admitted: Run.forced_end checked them on a copy
                 run.grammar.accept(t)
-        committed = [*forced, self._sample(ctx.logits(len(forced)), run, history + forced)]
+        committed = [*forced, choose.sample(ctx.logits(len(forced)), run, history + forced)]
         lps = self._logprobs(run, committed, range(len(committed)))
         verify_ms = (time.perf_counter() - t0) * 1000.0
-        yield from self._emit(run, committed, n_drafted=0, lps=lps)
-        yield StepEvent(
-            index=run.steps,
-            source="none",
-            depth=0,
-            drafted=0,
-            accepted=0,
-            emitted=len(run.generated) - n_before,
-            draft_ms=0.0,
-            verify_ms=round(verify_ms, 3),
-            t=time.perf_counter(),
-            n_generated=len(run.generated),
-        )
+        yield from run.commit(committed, 0, lps, self.model.vocab)
+        yield run.step_event(n_before, None, 0, verify_ms, time.perf_counter())
 
-    def _sample(self, logits: np.ndarray, run: _Run, history: Sequence[int]) -> int:
-        params = run.request.sampling
-        if run.grammar is not None:
-            try:
-                if params.greedy:
-                    token = constrained_greedy(logits, params, history, run.grammar)
-                else:
-                    token = constrained_draw(logits, params, history, run.grammar, run.rng)
-                run.grammar.accept(token)
-            except GrammarError as e:
-                raise InvalidRequest(f"constrained decoding failed: {e}") from e
-            return token
-        if params.greedy:
-            return greedy_token(logits, params, history)
-        if params.mirostat:
-            p = distribution(logits, replace(params, mirostat_mu=run.mu), history)
-            token = draw(p, run.rng)
-            run.mu = mirostat.next_mu(run.mu, p, token, params.mirostat_tau, params.mirostat_eta)
-            return token
-        return draw(distribution(logits, params, history), run.rng)
-
-    def _logprobs(self, run: _Run, tokens: Sequence[int], rows: Sequence[int]) -> list[TokenLogprob] | None:
-        """With request.logprobs: each token's entry from the target's row that chose it (before the next decode)."""
-        k = run.request.logprobs
-        if k is None:
-            return None
-        piece = self.model.vocab.piece
-        return [token_logprob(self.ctx.logits(r), t, k, piece) for t, r in zip(tokens, rows, strict=True)]
-
-    def _plan(self, run: _Run, history: list[int]) -> StepPlan:
+    def _plan(self, run: Run, history: list[int]) -> StepPlan:
         """The run's controller says this step's source and depth (a plain decode once speculation is off)."""
         view = StepView(
             history,
@@ -630,11 +445,12 @@ class Session:
         """DD's fixed draft-model pick against the prefill its draft must do first (what its KV lacks of the prompt,
         at its measured prefill speed): DynamicDraftPolicy.weigh_catch_up keeps it or runs the best choice without
         the draft model. Not weighed before that speed was measured once, nor under a device cost profile."""
-        src = self.sources.get(settings.source)
-        if not (record.applied and hasattr(src, "kv_prefix") and self._prices_catch_up):
+        if not (record.applied and self._prices_catch_up):
             return settings, record
-        self._recall_prefill_speed(settings.source, src)
-        ms = catch_up_ms(src, len(prompt) - src.kv_prefix(prompt))  # type: ignore[union-attr]
+        src = self.sources.get(settings.source)
+        ms = catch_up.prompt_catch_up_ms(self.source_memory, settings.source, src, prompt)
+        if ms is None:
+            return settings, record
         return self.policy.weigh_catch_up(settings, record, self.caps, self._caps_without_draft, ms, max_tokens)
 
     @property
@@ -642,41 +458,14 @@ class Session:
         """Whether a draft's catch-up is priced (in ms: not under a device cost profile, whose units are not ms)."""
         return self.weigh_catch_up and self.pool_step_cost is None
 
-    def _recall_prefill_speed(self, name: str, src: object) -> None:
-        """A draft source not yet timed in this session starts from the prefill sums the memory kept."""
-        sums = getattr(src, "prefill_sums", None)
-        if sums is None or sums[0] > 0.0 or (store := self.source_memory()) is None:
-            return
-        if (sums := store.prefill_sums(name)) is not None:
-            src.prefill_sums = sums  # type: ignore[attr-defined]
-
-    def _keep_prefill_speeds(self) -> None:
-        """Each draft source's measured prefill speed into the source memory, once opened (a request that weighed a
-        catch-up or learnt costs opened it), so a restart weighs its first long prompt too."""
-        if self._memory is None:
-            return
-        for name, src in self.sources.items():
-            sums = getattr(src, "prefill_sums", None)
-            if sums is not None and sums[0] > 0:
-                self._memory.record_prefill_sums(name, sums)
-
-    def _catch_up(self, run: _Run, history: list[int], available: set[str]) -> dict[str, float] | None:
+    def _catch_up(self, run: Run, history: list[int], available: set[str]) -> dict[str, float] | None:
         """Each available pool source's one-off ms before its next draft (None under a device cost profile: its
         units are not ms)."""
         if not self._prices_catch_up:
             return None
-        out = {}
-        for name in available:
-            src = self.sources[name]
-            if not hasattr(src, "kv_prefix"):
-                continue
-            if name not in run.kv_held:
-                self._recall_prefill_speed(name, src)
-                run.kv_held[name] = src.kv_prefix(history)
-            out[name] = catch_up_ms(src, len(history) - 1 - run.kv_held[name])
-        return out
+        return catch_up.pool_catch_up_ms(self.source_memory, self.sources, available, run.kv_held, history)
 
-    def _step(self, run: _Run) -> Iterator[Event]:
+    def _step(self, run: Run) -> Iterator[Event]:
         """One speculative step: draft, verify [last] + draft in one target decode, restore after a rejection,
         then emit the accepted tokens plus the target's own next one and let the step's observers learn from it."""
         if run.forced:
@@ -685,17 +474,17 @@ class Session:
         history = run.prompt + run.generated  # the last token is committed but not yet in the KV cache
         n_kv = len(self.ctx.tokens)  # == len(history) - 1
         draft = self._draft(run, history)
-        checkpoint = self._checkpoint(draft)
+        saved = self._checkpoint(draft)
         t0 = time.perf_counter()
         verdict = self._verify(run, history, draft)
         a = verdict.n_accepted
         committed = [*draft.tokens[:a], verdict.next_token]
         # A spent reasoning budget keeps only the tokens before its forced end: the last one kept is then committed
         # but not in the KV, as the target's own token is after a rejection.
-        keep = self._within_budget(run, committed)
+        keep = run.within_budget(committed, self.model.vocab.piece)
         kept = a if keep == len(committed) else keep - 1
         if kept < len(draft.tokens):
-            self._restore_after_rejection(history, draft, kept, n_kv, checkpoint)
+            self._restore_after_rejection(history, draft.tokens[:kept], saved)
         verify_ms = (time.perf_counter() - t0) * 1000.0
         if draft.src is not None:
             draft.src.rollback(n_kv + 1 + kept)
@@ -707,21 +496,10 @@ class Session:
         self._decoded_batches.add(rows)
         run.verify_warm = True
         self._observe(run, draft, a, verify_ms, committed, cost_sample)  # what the verify found, cut or not
-        yield from self._emit(run, committed[:keep], n_drafted=min(a, keep), lps=run.step_logprobs)
-        yield StepEvent(
-            index=run.steps,
-            source=draft.source_name,
-            depth=draft.depth,
-            drafted=len(draft.tokens),
-            accepted=a,
-            emitted=len(run.generated) - n_before,
-            draft_ms=round(draft.draft_ms, 3),
-            verify_ms=round(verify_ms, 3),
-            t=time.perf_counter(),
-            n_generated=len(run.generated),
-        )
+        yield from run.commit(committed[:keep], min(a, keep), run.step_logprobs, self.model.vocab)
+        yield run.step_event(n_before, draft, a, verify_ms, time.perf_counter())
 
-    def _draft(self, run: _Run, history: list[int]) -> _StepDraft:
+    def _draft(self, run: Run, history: list[int]) -> StepDraft:
         """Plan this step's source and depth and let it propose; an empty draft means a plain decode."""
         ctx = self.ctx
         s = run.settings
@@ -740,7 +518,7 @@ class Session:
             depth, floors = cost_stop_step(plan.costs, wanted, asked)
             declined = asked - depth if wanted > 0 else 0
         depth = max(0, min(depth, room))
-        draft = _StepDraft(src, depth, declined=declined)
+        draft = StepDraft(src, depth, declined=declined)
         if src is not None and depth > 0:
             n_min = min(s.n_min, depth)
             if ready is not None:  # a cheap peek's (prompt lookup: certain tokens) is cut at the ceiling below
@@ -754,92 +532,48 @@ class Session:
             draft.declined += d.declined
             if d.why_empty:
                 run.idle_reasons[type(src).name] = d.why_empty
-        draft.tokens, draft.dists = within_vocab(draft.tokens, draft.dists, self.model.vocab.n_vocab)
+        draft.within_vocab(self.model.vocab.n_vocab)
         return draft
 
-    def _checkpoint(self, draft: _StepDraft) -> Any:
-        """Recurrent memory drops rejected positions only inside its snapshot window: beyond it, save the state
-        first (or give up speculating)."""
-        n = len(draft.tokens)
-        if not n or self.ctx.can_drop(n + 1, n):  # the verify decodes [last] + draft; at most n are rejected
-            return None
+    def _checkpoint(self, draft: StepDraft) -> rollback.State | None:
+        """A state to return to where the memory cannot drop the rejected positions in place (else None); when even
+        that fails, the draft is dropped and speculation turned off."""
         try:
-            return self.ctx.save_state()
+            return rollback.checkpoint(self.ctx, len(draft.tokens))
         except LlamaError as e:
             self._disable_speculation(f"cannot checkpoint the recurrent state for rollback ({e})")
             draft.tokens, draft.dists = [], []
             return None
 
-    def _verify(self, run: _Run, history: list[int], draft: _StepDraft) -> Verdict:
+    def _verify(self, run: Run, history: list[int], draft: StepDraft) -> Verdict:
         """Decode [last] + draft once and accept the longest prefix the target agrees with (greedy or sampled)."""
         ctx = self.ctx
-        draft_tokens = draft.tokens
         try:
-            ctx.decode([history[-1], *draft_tokens], logits_from=0)
+            ctx.decode([history[-1], *draft.tokens], logits_from=0)
         except LlamaError as e:
             raise EngineError(f"decode failed: {e}") from e
-        params = run.request.sampling
-        if run.grammar is not None:
-            try:
-                verdict = verify_constrained(ctx.logits, draft_tokens, params, history, run.grammar, run.rng)
-            except GrammarError as e:
-                raise InvalidRequest(f"constrained decoding failed: {e}") from e
-        elif params.greedy:
-            targets = [
-                greedy_token(ctx.logits(i), params, history + draft_tokens[:i]) for i in range(len(draft_tokens) + 1)
-            ]
-            verdict = verify_greedy(targets, draft_tokens)
-        else:
-            rows: dict[int, np.ndarray] = {}
-            mus = [run.mu]  # mirostat's state at each row, as if the drafts before it were accepted
-
-            def target_dist(i: int) -> np.ndarray:
-                for j in range(len(rows), i + 1):  # in order: mirostat's row j needs row j - 1's draw
-                    if params.mirostat and j > 0:
-                        mus.append(mirostat.next_mu(mus[j - 1], rows[j - 1], draft_tokens[j - 1], tau, eta))
-                    at = replace(params, mirostat_mu=mus[j]) if params.mirostat else params
-                    rows[j] = distribution(ctx.logits(j), at, history + draft_tokens[:j])
-                return rows[i]
-
-            tau, eta = params.mirostat_tau, params.mirostat_eta
-            verdict = verify_sampled(target_dist, draft_tokens, draft.dists, run.rng)
-            if params.mirostat:
-                a = verdict.n_accepted
-                row = target_dist(a)  # computed by the verdict already: its draw is the step's own token
-                run.mu = mirostat.next_mu(mus[a], row, verdict.next_token, tau, eta)
+        verdict = choose.verdict(ctx.logits, run, history, draft.tokens, draft.dists)
         if run.request.collect_margins:
             run.margins.extend(top2_margin(ctx.logits(i)) for i in range(verdict.n_accepted + 1))
         # Logprobs now: restoring after a rejection may decode again and overwrite these rows.
-        emitted = [*draft_tokens[: verdict.n_accepted], verdict.next_token]
+        emitted = [*draft.tokens[: verdict.n_accepted], verdict.next_token]
         run.step_logprobs = self._logprobs(run, emitted, range(verdict.n_accepted + 1))
         return verdict
 
-    def _restore_after_rejection(
-        self, history: list[int], draft: _StepDraft, a: int, n_kv: int, checkpoint: Any
-    ) -> None:
-        """Drop the rejected draft positions from the target memory (KV truncate or recurrent snapshot, else
-        checkpoint + replay)."""
-        ctx = self.ctx
-        if ctx.truncate(n_kv + 1 + a):
-            return
-        # Recurrent/hybrid memory: restore the checkpoint and replay what was accepted.
-        accepted = draft.tokens[:a]
+    def _logprobs(self, run: Run, tokens: Sequence[int], rows: Sequence[int]) -> list[TokenLogprob] | None:
+        return choose.logprobs(run, tokens, rows, self.ctx.logits, self.model.vocab.piece)
+
+    def _restore_after_rejection(self, history: list[int], accepted: list[int], saved: rollback.State | None) -> None:
+        """Drop the rejected draft positions from the target memory; where that fails, plain decoding from now on."""
         try:
-            if checkpoint is None:
-                raise LlamaError("the memory cannot drop a partial range and no checkpoint was taken")
-            ctx.load_state(checkpoint)
-            ctx.decode([history[-1], *accepted])
-        except LlamaError as e:
-            # Never continue from a wrong state: rebuild it from the committed tokens, then decode plainly.
-            self._disable_speculation(f"rollback of the target memory failed ({e})")
-            ctx.clear()
-            try:
-                ctx.prefill([*history, *accepted])
-            except LlamaError as e2:
-                raise EngineError(f"decode failed: {e2}") from e2
+            rollback.restore(self.ctx, history, accepted, saved)
+        except rollback.RollbackFailed as e:
+            self._disable_speculation(str(e))
+            if e.rebuild_error is not None:
+                raise EngineError(f"decode failed: {e.rebuild_error}") from e.rebuild_error
 
     def _observe(
-        self, run: _Run, draft: _StepDraft, a: int, verify_ms: float, committed: list[int], cost_sample: bool = True
+        self, run: Run, draft: StepDraft, a: int, verify_ms: float, committed: list[int], cost_sample: bool = True
     ) -> None:
         """Count the step and feed what it cost and accepted to telemetry and to the run's controller;
         `cost_sample` False keeps a step with one-off work out of the cost models (not out of rewards)."""
@@ -851,41 +585,7 @@ class Session:
         outcome = StepOutcome(n, a, committed, draft.draft_ms, verify_ms, draft.declined, cost_sample, draft.caught_up)
         run.control.observe(outcome)
 
-    def _decision_dict(self, record: DecisionRecord) -> DynamicDraftRecord:
-        """The decision record as responses carry it; says so when speculation is off for this model (and why)."""
-        out: DynamicDraftRecord = {**record.to_dict()}
-        if record.reason == "stale_table":  # which settings differ from the table's, and how to recalibrate
-            out["stale_fields"] = list(self.policy.stale_fields)
-            out["stale_message"] = self.dd_status
-        if self.speculation_disabled_reason:
-            out["speculation_disabled"] = self.speculation_disabled_reason
-        return out
-
     def _disable_speculation(self, reason: str) -> None:
         """Rollback is impossible for this model: plain decoding from now on (this and later requests)."""
         self.speculation_disabled_reason = f"speculation turned off: {reason}"
         log.warning("%s: %s", self.model.path.name, self.speculation_disabled_reason)
-
-    def _emit(
-        self, run: _Run, tokens: list[int], n_drafted: int, lps: list[TokenLogprob] | None = None
-    ) -> Iterator[Event]:
-        """Commit tokens in order, stopping at end-of-generation, max_tokens or a stop string."""
-        vocab = self.model.vocab
-        for i, tok in enumerate(tokens):
-            if vocab.is_eog(tok):
-                run.finish = "stop"
-                return
-            run.generated.append(tok)
-            if lps is not None:
-                run.logprobs.append(lps[i])
-                run.logprobs_pending.append(lps[i])
-            text = run.stream.push(vocab.piece(tok))
-            if text:
-                yield TextEvent(text, 1, 1 if i < n_drafted else 0, tuple(run.logprobs_pending))
-                run.logprobs_pending.clear()
-            if run.stream.stopped:
-                run.finish = "stop"
-                return
-            if len(run.generated) >= run.request.max_tokens:
-                run.finish = "length"
-                return

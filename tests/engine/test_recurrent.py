@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 from app.engine.config import EngineConfig
-from app.engine.session import Session, top2_margin
+from app.engine.run import top2_margin
+from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, StepEvent
 from app.runtime.llama import Context, LlamaError
 from app.runtime.sampling import SamplingParams
