@@ -81,13 +81,31 @@ class ChatPanel(QWidget):
         self.reply: _Reply | None = None
         self._last_bridge: GenerationBridge | None = None  # kept alive until its thread is surely done
 
-        self.conversations = ConversationList(store)
+        self._build_conversation_list()
+        head = self._build_header()
+        self._build_banner()
+        self._build_transcript()
+        compose = self._build_composer()
+        self._build_splitter(head, compose)
+        self._build_stop_shortcut()
+        self.render_timer = QTimer(self)
+        self.render_timer.setInterval(RENDER_MS)
+        self.render_timer.timeout.connect(self._render_stream)
+
+        self._open_latest_conversation()
+        self._update_controls()
+
+    # -- building -------------------------------------------------------------------------------------------------
+    def _build_conversation_list(self) -> None:
+        self.conversations = ConversationList(self.store)
         self.conversations.setMinimumWidth(180)
         self.conversations.selected.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.rename_requested.connect(self.rename_conversation)
         self.conversations.delete_requested.connect(self.delete_conversation)
 
+    def _build_header(self) -> QHBoxLayout:
+        """The title row: the conversation's title, the highlight switch and the settings button."""
         self.title = QLabel("")
         self.title.setStyleSheet("font-size: 15px; font-weight: bold;")
         self.settings_btn = QPushButton("Chat settings…")
@@ -100,12 +118,17 @@ class ChatPanel(QWidget):
         head.addWidget(self.title, 1)
         head.addWidget(self.highlight)
         head.addWidget(self.settings_btn)
+        return head
 
+    def _build_banner(self) -> None:
+        """The notice above the transcript, hidden until `set_banner` gives it text."""
         self.banner = QLabel("")
         self.banner.setWordWrap(True)
         self.banner.setVisible(False)
         self.banner.setStyleSheet("background: #fff4e5; border: 1px solid #f0c36d; padding: 6px; border-radius: 4px;")
 
+    def _build_transcript(self) -> None:
+        """The message bubbles in a scroll area that follows the bottom while the user has not scrolled up."""
         self.transcript = QWidget()
         self.transcript.setObjectName("transcript")
         self.transcript.setStyleSheet("QWidget#transcript { background: #fafafa; }")
@@ -121,6 +144,8 @@ class ChatPanel(QWidget):
         self._at_bottom = True
         self.scroll_area.verticalScrollBar().valueChanged.connect(self._track_bottom)
 
+    def _build_composer(self) -> QHBoxLayout:
+        """The message box beside the Send and Stop buttons."""
         self.input = ChatInput()
         self.input.setPlaceholderText("Message  (Enter to send, Shift+Enter for a new line, Esc to stop)")
         self.input.setFixedHeight(80)
@@ -138,7 +163,10 @@ class ChatPanel(QWidget):
         compose = QHBoxLayout()
         compose.addWidget(self.input, 1)
         compose.addLayout(btns)
+        return compose
 
+    def _build_splitter(self, head: QHBoxLayout, compose: QHBoxLayout) -> None:
+        """The conversation list left of the title row, banner, transcript and composer."""
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
@@ -156,21 +184,19 @@ class ChatPanel(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.splitter)
 
+    def _build_stop_shortcut(self) -> None:
+        """Esc anywhere in the panel stops the reply."""
         esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         esc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         esc.activated.connect(self.stop)
 
-        self.render_timer = QTimer(self)
-        self.render_timer.setInterval(RENDER_MS)
-        self.render_timer.timeout.connect(self._render_stream)
-
-        convs = store.list_conversations()
+    def _open_latest_conversation(self) -> None:
+        convs = self.store.list_conversations()
         self.conversations.reload()
         if convs:
             self.open_conversation(convs[0].id)
         else:
             self.title.setText(DEFAULT_TITLE)  # created on first send, so merely opening the app writes nothing
-        self._update_controls()
 
     # -- engine ---------------------------------------------------------------------------------------------------
     def set_engine(self, engine: Engine | None, has_draft: bool = False, sources: frozenset[str] | None = None) -> None:

@@ -42,6 +42,19 @@ class ConversationSettingsDialog(QDialog):
         self.system = QPlainTextEdit(conv.system_prompt)
         self.system.setPlaceholderText("Optional system prompt, e.g. “You are a concise coding assistant.”")
         self.system.setFixedHeight(90)
+        self._build_sampler_fields(s)
+        self._build_speculation_fields(s, has_draft, sources)
+        self._build_context_and_thinking_fields(s)
+        form = self._build_form()
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(buttons)
+
+    def _build_sampler_fields(self, s: dict[str, Any]) -> None:
+        """Temperature through seed: how tokens are picked, how many, and from which seed."""
         self.temperature = _dspin(0, 2, 0.05, s["temperature"], "0 = greedy (deterministic)")
         self.top_p = _dspin(0.01, 1, 0.01, s["top_p"])
         self.top_k = _ispin(0, 1000, s["top_k"], "0 = off")
@@ -70,6 +83,9 @@ class ConversationSettingsDialog(QDialog):
         self.max_tokens = _ispin(1, 32768, s["max_tokens"])
         self.seed = QLineEdit("" if s["seed"] is None else str(s["seed"]))
         self.seed.setPlaceholderText("random")
+
+    def _build_speculation_fields(self, s: dict[str, Any], has_draft: bool, sources: Collection[str] | None) -> None:
+        """The speculation mode (sources this model can't use shown but disabled) and the draft limits."""
         self.spec_mode = QComboBox()
         self.spec_mode.setObjectName("spec_mode")
         for key, label in spec_modes().items():
@@ -94,6 +110,9 @@ class ConversationSettingsDialog(QDialog):
             "stop each draft where one more token no longer pays, by this device's measured costs (instead of a "
             "fixed p_min; n_max stays the ceiling)"
         )
+
+    def _build_context_and_thinking_fields(self, s: dict[str, Any]) -> None:
+        """What a chat longer than the context does, and the reasoning model's thinking switch and budget."""
         self.context_overflow = QComboBox()
         self.context_overflow.setObjectName("context_overflow")
         for key, label in CONTEXT_OVERFLOW.items():
@@ -121,6 +140,8 @@ class ConversationSettingsDialog(QDialog):
             "End the model's thinking after this many tokens: the <think> block is closed and the model answers "
             "(llama-server's --reasoning-budget; 0 ends it at once)"
         )
+
+    def _build_form(self) -> QFormLayout:
         form = QFormLayout()
         form.addRow("System prompt", self.system)
         form.addRow("Temperature", self.temperature)
@@ -144,12 +165,7 @@ class ConversationSettingsDialog(QDialog):
         p_min_row.addWidget(self.spec_p_min, 1)
         p_min_row.addWidget(self.spec_cost_stop)
         form.addRow("Draft p_min", p_min_row)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(buttons)
+        return form
 
     def values(self) -> tuple[str, dict[str, Any]]:
         seed_text = self.seed.text().strip()

@@ -49,17 +49,40 @@ class EndpointPanel(QWidget):
         self.server: Any = None
         self._call: BackgroundCall | None = None
 
+        intro = self._build_intro()
+        self._build_switch()
+        key_row = self._build_server_fields()
+        url_row = self._build_url_row()
+        claude_row = self._build_claude_env_row()
+        self._build_status_labels()
+        form = self._build_form(key_row, url_row, claude_row)
+        self._build_layout(intro, form)
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(500)
+        self.timer.timeout.connect(self._poll)
+        self._sync()
+
+    # -- building ---------------------------------------------------------------------------------------------------
+    def _build_intro(self) -> QLabel:
         intro = QLabel(
             "Serve the loaded model to other apps (editors, agents, scripts) through an OpenAI-compatible API, "
             "and Anthropic's Messages API for Claude clients (Claude Code, the anthropic SDK) on the same port. "
             "Requests share the engine with this window and are served one at a time."
         )
         intro.setWordWrap(True)
+        return intro
+
+    def _build_switch(self) -> None:
+        """The on/off switch and the state beside it."""
         self.switch = QCheckBox("Local endpoint")
         self.switch.setObjectName("switch")
         self.switch.setStyleSheet(SWITCH_STYLE)
         self.switch.toggled.connect(self._toggled)
         self.state = QLabel("Off")
+
+    def _build_server_fields(self) -> QHBoxLayout:
+        """Bind address, port, API key and allowed host names (the fields `settings` keeps); returns the key's row."""
         self.host = QComboBox()
         self.host.setEditable(True)
         self.host.addItems(["127.0.0.1", "0.0.0.0"])
@@ -82,6 +105,10 @@ class EndpointPanel(QWidget):
             "Host names clients may use besides localhost/127.0.0.1, comma-separated. Other names are refused "
             "(403) so a web page cannot reach the endpoint through DNS rebinding."
         )
+        return key_row
+
+    def _build_url_row(self) -> QHBoxLayout:
+        """The base URL (filled in once serving) and its Copy button."""
         self.url = QLineEdit()
         self.url.setReadOnly(True)
         self.url.setPlaceholderText("starts when the switch is on")
@@ -91,6 +118,10 @@ class EndpointPanel(QWidget):
         url_row = QHBoxLayout()
         url_row.addWidget(self.url, 1)
         url_row.addWidget(self.copy_btn)
+        return url_row
+
+    def _build_claude_env_row(self) -> QHBoxLayout:
+        """The environment for Claude clients (filled in once serving) and its Copy button."""
         # Claude clients take the server's root (they add /v1/messages) and the served model's name from these.
         self.claude_env = QLineEdit()
         self.claude_env.setReadOnly(True)
@@ -107,11 +138,16 @@ class EndpointPanel(QWidget):
         claude_row = QHBoxLayout()
         claude_row.addWidget(self.claude_env, 1)
         claude_row.addWidget(copy_env)
+        return claude_row
+
+    def _build_status_labels(self) -> None:
+        """The count of requests served and the error line."""
         self.requests = QLabel("0")
         self.message = QLabel("")
         self.message.setWordWrap(True)
         self.message.setStyleSheet("color: #b00020;")
 
+    def _build_form(self, key_row: QHBoxLayout, url_row: QHBoxLayout, claude_row: QHBoxLayout) -> QFormLayout:
         form = QFormLayout()
         form.addRow(self.switch, self.state)
         form.addRow("Bind address", self.host)
@@ -121,6 +157,10 @@ class EndpointPanel(QWidget):
         form.addRow("Base URL", url_row)
         form.addRow("Claude clients", claude_row)
         form.addRow("Requests served", self.requests)
+        return form
+
+    def _build_layout(self, intro: QLabel, form: QFormLayout) -> None:
+        """The intro, the form, the error line and the curl example (shown once serving), top to bottom."""
         self.example = QLabel("")
         self.example.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.example.setWordWrap(True)
@@ -131,11 +171,6 @@ class EndpointPanel(QWidget):
         lay.addWidget(self.message)
         lay.addWidget(self.example)
         lay.addStretch(1)
-
-        self.timer = QTimer(self)
-        self.timer.setInterval(500)
-        self.timer.timeout.connect(self._poll)
-        self._sync()
 
     # -- state ------------------------------------------------------------------------------------------------------
     @property

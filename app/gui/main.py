@@ -110,7 +110,18 @@ class MainWindow(QMainWindow):
         self.models.loaded.connect(self._on_loaded)
         self.models.failed.connect(self._on_load_failed)
 
-        # -- central: tabs ----------------------------------------------------------------------------------------
+        self._build_tabs()
+        self._build_graphs_dock()
+        self._build_menus()
+        self._build_status_bar()
+
+        self._restore_window()
+        self._start_model(engine, model_label, autoload=autoload, has_draft=has_draft)
+        self._update_status()
+
+    # -- building -----------------------------------------------------------------------------------------------------
+    def _build_chat_page(self) -> QWidget:
+        """The chat panel under the history note and the first-run welcome card."""
         self.chat = ChatPanel(self.store)
         self.chat.highlight.setChecked(_bool(self.settings.value("chat/highlight", False)))
         self.welcome = WelcomeCard()
@@ -127,7 +138,11 @@ class MainWindow(QMainWindow):
         cl.addWidget(self.history_note)
         cl.addWidget(self.welcome)
         cl.addWidget(self.chat, 1)
+        return chat_page
 
+    def _build_tabs(self) -> None:
+        """The central tabs: Chat, Endpoint (its settings restored), Models and Calibrate."""
+        chat_page = self._build_chat_page()
         self.endpoint = EndpointPanel()
         keys = ("host", "port", "api_key", "allowed_hosts")
         self.endpoint.restore({k: self.settings.value(f"endpoint/{k}") for k in keys})
@@ -144,14 +159,14 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.calibration, "Calibrate")
         self.setCentralWidget(self.tabs)
 
-        # -- dock: live graphs --------------------------------------------------------------------------------------
+    def _build_graphs_dock(self) -> None:
         self.plots = LivePlots(self.ring)
         self.graphs_dock = QDockWidget("Live speculation", self)
         self.graphs_dock.setObjectName("graphs_dock")
         self.graphs_dock.setWidget(self.plots)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.graphs_dock)
 
-        # -- menus ------------------------------------------------------------------------------------------------
+    def _build_menus(self) -> None:
         m = self.menuBar().addMenu("&Model")
         act = QAction("&Open model…", self)
         act.setShortcut(QKeySequence.StandardKey.Open)
@@ -177,7 +192,8 @@ class MainWindow(QMainWindow):
         stop.triggered.connect(self.chat.stop)
         c.addAction(stop)
 
-        # -- status bar -------------------------------------------------------------------------------------------
+    def _build_status_bar(self) -> None:
+        """The permanent labels, kept current by the chat's replies, a 500 ms timer and an off-thread backend probe."""
         sb = self.statusBar()
         self.st_backend = QLabel("llama.cpp …")
         self.st_model = QLabel("No model")
@@ -198,7 +214,8 @@ class MainWindow(QMainWindow):
         self._backend_call.succeeded.connect(lambda s: self.st_backend.setText(str(s)))
         self._backend_call.start()
 
-        self._restore_window()
+    def _start_model(self, engine: Engine | None, model_label: str, *, autoload: bool, has_draft: bool) -> None:
+        """Use the engine given, or (with `autoload`) load the model used last, or the demo on first run."""
         if engine is not None:
             self.models.adopt(engine, ModelChoice(model_label or "model", demo=False))
             if model_label:
@@ -210,7 +227,6 @@ class MainWindow(QMainWindow):
                 last = self._demo_choice()  # first launch: the bundled demo model, so chat works at once
             if last is not None:
                 self.models.load(last)
-        self._update_status()
 
     # -- models -------------------------------------------------------------------------------------------------------
     @property

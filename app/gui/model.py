@@ -259,10 +259,38 @@ class ModelDialog(QDialog):
         self.setWindowTitle("Open model")
         self.setMinimumWidth(560)
         self.use_demo = False
+
+        self._build_file_fields(current)
+        self._build_profile_fields()
+        # The window the user (or the remembered profile) asked for, kept apart from the box's value: a model with
+        # a shorter training context lowers the value, and choosing a larger model afterwards gives it back.
+        self._wanted_ctx = self.n_ctx.value()
+        self.n_ctx.valueChanged.connect(self._ctx_edited)
+        self._set_profile(current)
+        self._show_trained()
+        self.model.textChanged.connect(self._show_trained)
+        self.model.editingFinished.connect(self._model_changed)
+
+        self._build_server_field(current)
+        form = self._build_form()
+        self.error = QLabel("")
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet("color: #b00020;")
+        buttons = self._build_buttons()
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(self.error)
+        lay.addWidget(buttons)
+
+    def _build_file_fields(self, current: ModelChoice | None) -> None:
+        """The model and draft paths, from the current choice (a demo model's path is not shown)."""
         self.model = QLineEdit(current.model if current and not current.demo else "")
         self.model.setPlaceholderText("/path/to/model.gguf")
         self.draft = QLineEdit(current.draft or "" if current else "")
         self.draft.setPlaceholderText("optional: a smaller model with the same tokenizer, for speculative decoding")
+
+    def _build_profile_fields(self) -> None:
+        """The engine profile's boxes (context, GPU layers, threads, flash attention) and the training-context note."""
         self.n_ctx = QSpinBox()
         self.n_ctx.setRange(512, MAX_CTX)
         self.n_ctx.setSingleStep(1024)
@@ -292,14 +320,9 @@ class ModelDialog(QDialog):
         )
         self.trained = QLabel("")
         self.trained.setStyleSheet("color: #555;")
-        # The window the user (or the remembered profile) asked for, kept apart from the box's value: a model with
-        # a shorter training context lowers the value, and choosing a larger model afterwards gives it back.
-        self._wanted_ctx = self.n_ctx.value()
-        self.n_ctx.valueChanged.connect(self._ctx_edited)
-        self._set_profile(current)
-        self._show_trained()
-        self.model.textChanged.connect(self._show_trained)
-        self.model.editingFinished.connect(self._model_changed)
+
+    def _build_server_field(self, current: ModelChoice | None) -> None:
+        """The optional llama-server binary of a fork, from the current choice."""
         self.server = QLineEdit(current.server_binary or "" if current else "")
         self.server.setPlaceholderText("optional: a fork's llama-server binary (e.g. for ROCmFPx models)")
         self.server.setToolTip(
@@ -307,26 +330,29 @@ class ModelDialog(QDialog):
             "model there, for formats the bundled runtime cannot load."
         )
 
-        def row(edit: QLineEdit, title: str) -> QHBoxLayout:
-            b = QPushButton("Browse…")
-            b.clicked.connect(lambda: self._browse(edit, title))
-            h = QHBoxLayout()
-            h.addWidget(edit, 1)
-            h.addWidget(b)
-            return h
+    def _browse_row(self, edit: QLineEdit, title: str) -> QHBoxLayout:
+        """The path field with a Browse… button beside it that fills it in."""
+        b = QPushButton("Browse…")
+        b.clicked.connect(lambda: self._browse(edit, title))
+        h = QHBoxLayout()
+        h.addWidget(edit, 1)
+        h.addWidget(b)
+        return h
 
+    def _build_form(self) -> QFormLayout:
         form = QFormLayout()
-        form.addRow("Model (GGUF)", row(self.model, "Choose the model"))
-        form.addRow("Draft model", row(self.draft, "Choose a draft model"))
+        form.addRow("Model (GGUF)", self._browse_row(self.model, "Choose the model"))
+        form.addRow("Draft model", self._browse_row(self.draft, "Choose a draft model"))
         form.addRow("Context size", self.n_ctx)
         form.addRow("", self.trained)
         form.addRow("GPU layers", self.gpu_layers)
         form.addRow("Threads", self.threads)
         form.addRow("Flash attention", self.flash_attn)
-        form.addRow("Runtime", row(self.server, "Choose a llama-server binary"))
-        self.error = QLabel("")
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #b00020;")
+        form.addRow("Runtime", self._browse_row(self.server, "Choose a llama-server binary"))
+        return form
+
+    def _build_buttons(self) -> QDialogButtonBox:
+        """Load and Cancel, and "Use the demo model" where the demo model is bundled."""
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Load")
         demo = demo_path()
@@ -336,10 +362,7 @@ class ModelDialog(QDialog):
             d.clicked.connect(self._demo)
         buttons.accepted.connect(self._accept)
         buttons.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(self.error)
-        lay.addWidget(buttons)
+        return buttons
 
     def _browse(self, edit: QLineEdit, title: str) -> None:
         start = str(Path(edit.text()).parent) if edit.text() else ""
