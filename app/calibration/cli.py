@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from app.calibration.external import calibrate_session
+from app.calibration.calibrate import calibrate
 from app.calibration.runner import CalibrationCancelled, Progress, check_corpus
 from app.engine.config_args import config_from_args
 from app.engine.types import EngineError
@@ -69,9 +69,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     try:
         with Engine(config) as engine:
             print_context_notes(engine, "dynadraft calibrate")
-            result = engine.call(
-                lambda s: calibrate_session(s, mode, args.budget_min, progress=show, cancel=cancel, **changes)
-            )
+            result = engine.call(lambda s: calibrate(s, mode, args.budget_min, progress=show, cancel=cancel, **changes))
     except KeyboardInterrupt:
         cancel.set()
         print("\ncalibration cancelled; no table was written", file=sys.stderr)

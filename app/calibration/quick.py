@@ -4,25 +4,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
-from app.calibration.external import calibrate_session
+from app.calibration.calibrate import calibrate
 from app.calibration.runner import Progress, Result
 from app.engine.worker import Engine
 
 
 def run_quick(
     engine: Engine,
-    progress: Callable[[Any], None] | None = None,
+    progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
-    **plan_changes: Any,
+    **plan_changes: object,
 ) -> Result:
     """Quick calibration of the engine's loaded model (and draft); `plan_changes` shrink the grid (tests, demos).
 
     Blocks the calling (non-GUI) thread; generation requests queue behind it on the engine thread.
     """
 
-    return engine.call(lambda s: calibrate_session(s, "quick", None, progress, cancel, **plan_changes))
+    return engine.call(lambda s: calibrate(s, "quick", None, progress, cancel, **plan_changes))
 
 
 __all__ = ["Progress", "Result", "run_quick"]

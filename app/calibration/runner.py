@@ -20,12 +20,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import Any, cast
 
 from app.calibration.classes import GENERAL_INSTRUCTION, SECTIONS, class_corpus, general_corpus
-from app.engine.external import ExternalSession
-from app.engine.runtime import Runtime
-from app.engine.session import Session
+from app.engine.runtime import Runtime, SweepAccess, Tokenizer
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, GenerationSummary
 from app.policy.content_class import CHAT, TABLE_CLASSES
 from app.policy.report import ComparisonRow, class_comparison_rows, comparison_rows, to_csv, to_markdown
@@ -110,19 +107,9 @@ def learns_across_requests(setting: SpecSettings) -> bool:
     return setting.source == registry.POOL or setting.adaptive
 
 
-def require_bundled(runtime: Runtime) -> Session:
-    """Calibration drives llama.cpp contexts in-process; an external llama-server offers no such access."""
-    if not runtime.capabilities.calibrate:
-        raise EngineError(
-            "calibration measures the bundled runtime; it is not available with an external llama-server "
-            "(--server-binary): run it without that flag"
-        )
-    return cast(Session, runtime)  # the runtime that can calibrate is the bundled Session
-
-
 def default_plan(runtime: Runtime, mode: str = "quick", budget_min: float | None = None) -> Plan:
-    session = require_bundled(runtime)
-    return plan_for(session.ctx.n_ctx, candidates(session.sources, mode), mode, budget_min)
+    """A quick or full sweep of every candidate the runtime's loaded sources allow, in its context window."""
+    return plan_for(runtime.n_ctx, candidates(runtime.capabilities.sources, mode), mode, budget_min)
 
 
 def plan_for(n_ctx: int, grid: tuple[SpecSettings, ...], mode: str, budget_min: float | None) -> Plan:
@@ -168,18 +155,18 @@ def check_corpus(text: str) -> str:
 
 
 def build_messages(
-    session: Session, target_tokens: int, corpus: str, instruction: str = INSTRUCTION
+    runtime: Runtime, target_tokens: int, corpus: str, instruction: str = INSTRUCTION
 ) -> tuple[tuple[dict[str, str], ...], int]:
     """Messages whose templated prompt has (as nearly as tokenization allows) `target_tokens` tokens: the corpus
     cut to length, then `instruction`.
 
     Longer prompts extend the same document, so consecutive contexts share their prefix in the KV cache.
     """
-    return build_messages_with(session.model.vocab, session.format_prompt, target_tokens, corpus, instruction)
+    return build_messages_with(runtime.tokenizer(), runtime.format_prompt, target_tokens, corpus, instruction)
 
 
 def build_messages_with(
-    vocab: Any,
+    vocab: Tokenizer,
     format_prompt: Callable[[GenerationRequest], list[int]],
     target_tokens: int,
     corpus: str,
@@ -206,7 +193,7 @@ def build_messages_with(
 
 
 def _run_once(
-    session: Session | ExternalSession,
+    runtime: Runtime,
     messages: tuple[dict[str, str], ...],
     setting: SpecSettings,
     gen_tokens: int,
@@ -221,7 +208,7 @@ def _run_once(
         collect_margins=margins,
     )
     summary = None
-    for ev in session.generate(req, cancel):
+    for ev in runtime.generate(req, cancel):
         if isinstance(ev, DoneEvent):
             summary = ev.summary
     assert summary is not None
@@ -237,184 +224,230 @@ def run_calibration(
     cancel: threading.Event | None = None,
     store: TableStore | None = None,
     dry_run: bool = False,
+    access: SweepAccess | None = None,
 ) -> Result:
-    """Run the sweep on the engine thread's session; returns the result and (unless dry_run) saves the table."""
-    session = require_bundled(runtime)
-    t_start = time.perf_counter()
-    fingerprint = session.fingerprint()
-    usable = [c for c in plan.candidates if c.is_plain or registry.unavailable(c.source, session.sources) is None]
-    cells = sweep_cells(plan)
-    corpora = cell_corpora(plan)
-    n_prompts = sum(len(corpora[c][1]) for c, _ in cells)
-    # Settings that start from the source memory get one untimed run per cell (measure_prompt says why).
-    learning = [s for s in usable if learns_across_requests(s)] if session.use_source_memory else []
-    total_runs = len(cells) * len(learning) + n_prompts * (
-        len(usable) + 1 + max(0, plan.repeats - 1) * max(2, len(usable) // 2)
-    )
-    done = 0
-    run_seconds: list[float] = []
-    # Keyed by prompt = (cell, k): cell = (class or None, target context) is the context-only sweep or a class's
-    # section, k its prompt. A cell's rows combine its prompts at the end (combine_prompts).
-    samples: dict[tuple[PromptKey, SpecSettings], list[float]] = {}
-    safe: dict[tuple[PromptKey, SpecSettings], bool] = {}
-    out_tokens: dict[PromptKey, int] = {}
-    prompt_len: dict[Cell, int] = {}
-    unsafe: list[str] = []
-
-    def tick(message: str) -> None:
-        if progress is None:
-            return
-        mean = sum(run_seconds) / len(run_seconds) if run_seconds else 0.0
-        progress(Progress(done, total_runs, mean * max(0, total_runs - done), message))
-
-    def check_cancel() -> None:
-        if cancel is not None and cancel.is_set():
-            raise CalibrationCancelled()
-
-    def measure_prompt(key: PromptKey, messages: tuple[dict[str, str], ...], where: str) -> None:
-        """Every usable candidate on one prompt: the plain reference, one run each, then the repeats of those not
-        clearly dominated (one round of successive halving)."""
-        nonlocal done
-        label = prompt_label(key, prompt_len[key[0]])
-        tick(f"{where}: prefill and plain decoding (reference)")
-        t0 = time.perf_counter()
-        # Prefill first (one token), so the reference starts from the same cache state as every later run: all of
-        # them re-decode only the last prompt token. A reference whose first token came from the big prefill batch
-        # would differ at token 0 by batch-size numerics alone (seen on Vulkan), not by anything speculation did.
-        _run_once(session, messages, PLAIN, 1, cancel)
-        ref = _run_once(session, messages, PLAIN, plan.gen_tokens, cancel, margins=True)
-        run_seconds.append(time.perf_counter() - t0)
-        done += 1
-        samples[(key, PLAIN)] = [ref.timings.predicted_per_second]
-        safe[(key, PLAIN)] = True
-        out_tokens[key] = max(1, len(ref.tokens))
-        # Settings that start from the source memory are served warm from it once a class has been seen, so they
-        # are timed warm: one untimed run on each cell's first prompt fills the memory (the calibration's runs are
-        # remembered like any request's). Timed cold, the pool's first repeat understated it.
-        for setting in learning if key[1] == 0 else ():  # a cell's later prompts find the memory filled
-            check_cancel()
-            tick(f"{where}: {setting.label()} (untimed: fills the source memory)")
-            _run_once(session, messages, setting, plan.gen_tokens, cancel)
-            done += 1
-
-        def measure(setting: SpecSettings) -> None:
-            nonlocal done
-            check_cancel()
-            tick(f"{where}: {setting.label()}")
-            t = time.perf_counter()
-            try:
-                out = _run_once(session, messages, setting, plan.gen_tokens, cancel)
-            except EngineError as e:
-                safe[(key, setting)] = False
-                unsafe.append(f"{label}: {setting.label()}: failed: {e}")
-                samples.setdefault((key, setting), [])
-                return
-            finally:
-                run_seconds.append(time.perf_counter() - t)
-                done += 1
-            verdict = compare_outputs(ref.tokens, ref.margins, ref.finish_reason, out.tokens, out.finish_reason)
-            if not verdict.acceptable:
-                unsafe.append(f"{label}: {setting.label()}: {verdict.describe()}")
-            safe[(key, setting)] = safe.get((key, setting), True) and verdict.acceptable
-            samples.setdefault((key, setting), []).append(out.timings.predicted_per_second)
-
-        for setting in usable:
-            if not setting.is_plain:
-                measure(setting)
-        best = max(v[0] for (q, _), v in samples.items() if q == key and v)
-        survivors = [
-            s
-            for s in usable
-            if s.is_plain
-            or s == FIXED_BASELINE
-            or (samples.get((key, s)) and samples[(key, s)][0] >= plan.prune_ratio * best)
-        ]
-        for _ in range(plan.repeats - 1):
-            for setting in survivors:
-                if setting.is_plain:
-                    check_cancel()
-                    t = time.perf_counter()
-                    again = _run_once(session, messages, PLAIN, plan.gen_tokens, cancel)
-                    run_seconds.append(time.perf_counter() - t)
-                    done += 1
-                    samples[(key, PLAIN)].append(again.timings.predicted_per_second)
-                else:
-                    measure(setting)
-
-    if cells and (plan.warm_up if plan.warm_up is not None else fingerprint.backend != "cpu"):
-        klass, target = cells[0]
-        messages, _ = build_messages(session, target, corpora[klass][0], corpora[klass][1][0])
-        tick("warming up the GPU kernels: every verify batch size")
-        session.warm_up(max(s.n_max for s in usable) + 1)
-        for setting in usable:
-            tick(f"warming up the GPU kernels: {setting.label()}")
-            check_cancel()
-            _run_once(session, messages, setting, plan.gen_tokens, cancel)
-
-    prompts = sweep_prompts(cells, {c: len(corpora[c[0]][1]) for c in cells})
-    skipped_prompts: list[PromptKey] = []
-    for i, (cell, k) in enumerate(prompts):
-        klass, target = cell
-        check_cancel()
-        if plan.budget_s is not None and i > 0 and run_seconds:
-            # The next prompt costs at least one run per candidate, plus its (incremental) prefill.
-            est = (len(usable) + 1) * (sum(run_seconds) / len(run_seconds)) * (1.0 + target / 8192)
-            if time.perf_counter() - t_start + est > plan.budget_s:
-                skipped_prompts = prompts[i:]
-                break
-        corpus, instructions = corpora[klass]
-        messages, got = build_messages(session, target, corpus, instructions[k])
-        prompt_len.setdefault(cell, got)
-        where = f"context {got} tokens" + (f", {klass}" if klass else "")
-        where += f", prompt {k + 1} of {len(instructions)}" if len(instructions) > 1 else ""
-        measure_prompt((cell, k), messages, where)
-    skipped = [t for (c, t), _ in skipped_prompts if c is None]
-    measured = [t for c, t in cells if c is None and (c, t) in prompt_len]
-    if not measured:
-        raise EngineError("calibration measured nothing: the budget is too small for even one context")
-    # A class's rows cover the context-only range of the context they were measured at: the same ranges, fewer.
-    ranges = dict(zip(measured, ranges_from_points([prompt_len[(None, c)] for c in measured]), strict=True))
-    combined, combined_safe = combine_prompts(samples, safe, out_tokens)
-    measurements = [
-        Measurement(
-            ctx_lo=ranges[t][0],
-            ctx_hi=ranges[t][1],
-            setting=setting,
-            samples_tps=vals,
-            safe=combined_safe[((c, t), setting)],
-            prompt_tokens=prompt_len[(c, t)],
-            content_class=c,
-        )
-        for ((c, t), setting), vals in combined.items()
-        if t in ranges
-    ]
-    classes = sorted({c for c, _ in prompt_len if c is not None}, key=TABLE_CLASSES.index)
-    table = new_table(
-        fingerprint,
-        build_rows(measurements),
-        notes=f"{counted(len(measured), 'context')}, {plan.gen_tokens} generated tokens, up to "
-        f"{counted(plan.repeats, 'repeat')}, greedy"
-        + (f", your own text ({len(plan.corpus)} characters)" if plan.corpus else ", the shipped corpus")
-        + (f"; classes: {', '.join(classes)}, {_prompts_each(plan.class_prompts)}" if classes else "")
-        + (f" (your text: {corpus_class(plan)})" if plan.corpus and classes else ""),
-    )
+    """Run the sweep on a runtime that takes every setting per request (the bundled one), on the engine thread:
+    plan -> sweep -> combine -> build the table -> save it (unless dry_run) and apply it."""
+    access = access or runtime.sweep_access()
+    if access.starts is not None:
+        raise EngineError("this runtime takes draft settings as start flags: app.calibration.calibrate measures it")
+    sweep = PromptSweep(runtime, access, plan, progress, cancel)
+    sweep.warm_up()
+    skipped_prompts = sweep.run()
+    measured, measurements = sweep.measurements()
+    table = new_table(access.fingerprint, build_rows(measurements), notes=table_notes(plan, measured, sweep.classes))
     rows = report_rows(table)
     saved = None
     if not dry_run:
-        from app.engine.identity import calibration_store
-
-        saved = (store or calibration_store(session.config.model, session.config.draft)).save(table, activate=True)
-        session.reload_policy()  # the new table applies to the next request
+        saved = (store or access.store).save(table, activate=True)
+        runtime.reload_policy()  # the new table applies to the next request
     return Result(
         table=table,
         markdown=to_markdown(rows),
         csv=to_csv(rows),
-        wall_s=time.perf_counter() - t_start,
+        wall_s=time.perf_counter() - sweep.t_start,
         saved_to=saved,
-        skipped_contexts=skipped,
-        unsafe=unsafe,
+        skipped_contexts=[t for (c, t), _ in skipped_prompts if c is None],
+        unsafe=sweep.unsafe,
         skipped_classes=[prompt_label(key) for key in skipped_prompts if key[0][0] is not None],
     )
+
+
+def table_notes(plan: Plan, measured: list[int], classes: list[str]) -> str:
+    """How the table was measured, as its notes say it (the app and the CLI report show them)."""
+    return (
+        f"{counted(len(measured), 'context')}, {plan.gen_tokens} generated tokens, up to "
+        f"{counted(plan.repeats, 'repeat')}, greedy"
+        + (f", your own text ({len(plan.corpus)} characters)" if plan.corpus else ", the shipped corpus")
+        + (f"; classes: {', '.join(classes)}, {_prompts_each(plan.class_prompts)}" if classes else "")
+        + (f" (your text: {corpus_class(plan)})" if plan.corpus and classes else "")
+    )
+
+
+class PromptSweep:
+    """The bundled sweep's state: every usable candidate measured prompt by prompt, each checked against plain
+    decoding of the same prompt, within the plan's budget."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        access: SweepAccess,
+        plan: Plan,
+        progress: Callable[[Progress], None] | None,
+        cancel: threading.Event | None,
+    ) -> None:
+        self.runtime, self.access, self.plan, self.progress, self.cancel = runtime, access, plan, progress, cancel
+        self.t_start = time.perf_counter()
+        loaded = runtime.capabilities.sources
+        self.usable = [c for c in plan.candidates if c.is_plain or registry.unavailable(c.source, loaded) is None]
+        self.cells = sweep_cells(plan)
+        self.corpora = cell_corpora(plan)
+        n_prompts = sum(len(self.corpora[c][1]) for c, _ in self.cells)
+        # Settings that start from the source memory get one untimed run per cell (measure_prompt says why).
+        self.learning = [s for s in self.usable if learns_across_requests(s)] if access.learns else []
+        self.total_runs = len(self.cells) * len(self.learning) + n_prompts * (
+            len(self.usable) + 1 + max(0, plan.repeats - 1) * max(2, len(self.usable) // 2)
+        )
+        self.done = 0
+        self.run_seconds: list[float] = []
+        # Keyed by prompt = (cell, k): cell = (class or None, target context) is the context-only sweep or a class's
+        # section, k its prompt. A cell's rows combine its prompts at the end (combine_prompts).
+        self.samples: dict[tuple[PromptKey, SpecSettings], list[float]] = {}
+        self.safe: dict[tuple[PromptKey, SpecSettings], bool] = {}
+        self.out_tokens: dict[PromptKey, int] = {}
+        self.prompt_len: dict[Cell, int] = {}
+        self.unsafe: list[str] = []
+
+    def tick(self, message: str) -> None:
+        if self.progress is None:
+            return
+        mean = sum(self.run_seconds) / len(self.run_seconds) if self.run_seconds else 0.0
+        self.progress(Progress(self.done, self.total_runs, mean * max(0, self.total_runs - self.done), message))
+
+    def check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise CalibrationCancelled()
+
+    def _timed(self, messages: tuple[dict[str, str], ...], setting: SpecSettings, **kw: bool) -> GenerationSummary:
+        """One counted run of the plan's length (its seconds feed the ETA, failed or not)."""
+        t = time.perf_counter()
+        try:
+            return _run_once(self.runtime, messages, setting, self.plan.gen_tokens, self.cancel, **kw)
+        finally:
+            self.run_seconds.append(time.perf_counter() - t)
+            self.done += 1
+
+    def warm_up(self) -> None:
+        """Where a GPU backend runs the model (or the plan says so): every verify batch size and every candidate once,
+        untimed, on the first cell's prompt (see Plan.warm_up)."""
+        plan, access = self.plan, self.access
+        if not self.cells or not (plan.warm_up if plan.warm_up is not None else access.fingerprint.backend != "cpu"):
+            return
+        klass, target = self.cells[0]
+        messages, _ = build_messages(self.runtime, target, self.corpora[klass][0], self.corpora[klass][1][0])
+        if access.warm_up is not None:
+            self.tick("warming up the GPU kernels: every verify batch size")
+            access.warm_up(max(s.n_max for s in self.usable) + 1)
+        for setting in self.usable:
+            self.tick(f"warming up the GPU kernels: {setting.label()}")
+            self.check_cancel()
+            _run_once(self.runtime, messages, setting, plan.gen_tokens, self.cancel)
+
+    def run(self) -> list[PromptKey]:
+        """Measure the prompts in sweep order until the budget runs out; returns the prompts it left out."""
+        prompts = sweep_prompts(self.cells, {c: len(self.corpora[c[0]][1]) for c in self.cells})
+        budget = self.plan.budget_s
+        for i, (cell, k) in enumerate(prompts):
+            klass, target = cell
+            self.check_cancel()
+            if budget is not None and i > 0 and self.run_seconds:
+                # The next prompt costs at least one run per candidate, plus its (incremental) prefill.
+                est = (len(self.usable) + 1) * (sum(self.run_seconds) / len(self.run_seconds)) * (1.0 + target / 8192)
+                if time.perf_counter() - self.t_start + est > budget:
+                    return prompts[i:]
+            corpus, instructions = self.corpora[klass]
+            messages, got = build_messages(self.runtime, target, corpus, instructions[k])
+            self.prompt_len.setdefault(cell, got)
+            where = f"context {got} tokens" + (f", {klass}" if klass else "")
+            where += f", prompt {k + 1} of {len(instructions)}" if len(instructions) > 1 else ""
+            self.measure_prompt((cell, k), messages, where)
+        return []
+
+    def measure_prompt(self, key: PromptKey, messages: tuple[dict[str, str], ...], where: str) -> None:
+        """Every usable candidate on one prompt: the plain reference, one run each, then the repeats of those not
+        clearly dominated (one round of successive halving)."""
+        ref = self._reference(key, messages, where)
+        # Settings that start from the source memory are served warm from it once a class has been seen, so they
+        # are timed warm: one untimed run on each cell's first prompt fills the memory (the calibration's runs are
+        # remembered like any request's). Timed cold, the pool's first repeat understated it.
+        for setting in self.learning if key[1] == 0 else ():  # a cell's later prompts find the memory filled
+            self.check_cancel()
+            self.tick(f"{where}: {setting.label()} (untimed: fills the source memory)")
+            _run_once(self.runtime, messages, setting, self.plan.gen_tokens, self.cancel)
+            self.done += 1
+        for setting in self.usable:
+            if not setting.is_plain:
+                self._measure(key, messages, where, ref, setting)
+        samples = self.samples
+        best = max(v[0] for (q, _), v in samples.items() if q == key and v)
+        survivors = [
+            s
+            for s in self.usable
+            if s.is_plain
+            or s == FIXED_BASELINE
+            or (samples.get((key, s)) and samples[(key, s)][0] >= self.plan.prune_ratio * best)
+        ]
+        for _ in range(self.plan.repeats - 1):
+            for setting in survivors:
+                if setting.is_plain:
+                    self.check_cancel()
+                    samples[(key, PLAIN)].append(self._timed(messages, PLAIN).timings.predicted_per_second)
+                else:
+                    self._measure(key, messages, where, ref, setting)
+
+    def _reference(self, key: PromptKey, messages: tuple[dict[str, str], ...], where: str) -> GenerationSummary:
+        """Plain decoding of the prompt: the first sample of plain and what every other run is checked against."""
+        self.tick(f"{where}: prefill and plain decoding (reference)")
+        t0 = time.perf_counter()
+        # Prefill first (one token), so the reference starts from the same cache state as every later run: all of
+        # them re-decode only the last prompt token. A reference whose first token came from the big prefill batch
+        # would differ at token 0 by batch-size numerics alone (seen on Vulkan), not by anything speculation did.
+        _run_once(self.runtime, messages, PLAIN, 1, self.cancel)
+        ref = _run_once(self.runtime, messages, PLAIN, self.plan.gen_tokens, self.cancel, margins=True)
+        self.run_seconds.append(time.perf_counter() - t0)
+        self.done += 1
+        self.samples[(key, PLAIN)] = [ref.timings.predicted_per_second]
+        self.safe[(key, PLAIN)] = True
+        self.out_tokens[key] = max(1, len(ref.tokens))
+        return ref
+
+    def _measure(
+        self, key: PromptKey, messages: tuple[dict[str, str], ...], where: str, ref: GenerationSummary, s: SpecSettings
+    ) -> None:
+        """One timed run of a setting, safe only if its output is plain decoding's (or departs at a near-tie)."""
+        self.check_cancel()
+        self.tick(f"{where}: {s.label()}")
+        label = prompt_label(key, self.prompt_len[key[0]])
+        try:
+            out = self._timed(messages, s)
+        except EngineError as e:
+            self.safe[(key, s)] = False
+            self.unsafe.append(f"{label}: {s.label()}: failed: {e}")
+            self.samples.setdefault((key, s), [])
+            return
+        verdict = compare_outputs(ref.tokens, ref.margins, ref.finish_reason, out.tokens, out.finish_reason)
+        if not verdict.acceptable:
+            self.unsafe.append(f"{label}: {s.label()}: {verdict.describe()}")
+        self.safe[(key, s)] = self.safe.get((key, s), True) and verdict.acceptable
+        self.samples.setdefault((key, s), []).append(out.timings.predicted_per_second)
+
+    @property
+    def classes(self) -> list[str]:
+        """The content classes measured (in the table's order)."""
+        return sorted({c for c, _ in self.prompt_len if c is not None}, key=TABLE_CLASSES.index)
+
+    def measurements(self) -> tuple[list[int], list[Measurement]]:
+        """The contexts measured and one measurement per (cell, setting), its prompts combined (combine_prompts)."""
+        measured = [t for c, t in self.cells if c is None and (c, t) in self.prompt_len]
+        if not measured:
+            raise EngineError("calibration measured nothing: the budget is too small for even one context")
+        # A class's rows cover the context-only range of the context they were measured at: the same ranges, fewer.
+        lengths = [self.prompt_len[(None, c)] for c in measured]
+        ranges = dict(zip(measured, ranges_from_points(lengths), strict=True))
+        combined, combined_safe = combine_prompts(self.samples, self.safe, self.out_tokens)
+        return measured, [
+            Measurement(
+                ctx_lo=ranges[t][0],
+                ctx_hi=ranges[t][1],
+                setting=setting,
+                samples_tps=vals,
+                safe=combined_safe[((c, t), setting)],
+                prompt_tokens=self.prompt_len[(c, t)],
+                content_class=c,
+            )
+            for ((c, t), setting), vals in combined.items()
+            if t in ranges
+        ]
 
 
 def counted(n: int, word: str) -> str:

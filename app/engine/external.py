@@ -12,10 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.chat import adds_bos
 from app.engine.config import EngineConfig
-from app.engine.external_policy import LOOKUP_SPEC_TYPE, load_policy, lookup_args, per_request_state, spec_types
+from app.engine.external_policy import (
+    LOOKUP_SPEC_TYPE,
+    external_fingerprint,
+    external_store,
+    load_policy,
+    lookup_args,
+    per_request_state,
+    spec_types,
+)
 from app.engine.history import RollingWindow, check_prompt_fits
 from app.engine.request_policy import choose_settings, policy_without_table, request_class
-from app.engine.runtime import Capabilities, ModelMeta
+from app.engine.runtime import Capabilities, ModelMeta, SweepAccess
 from app.engine.types import (
     ContextLengthExceeded,
     DoneEvent,
@@ -33,6 +41,7 @@ from app.engine.types import (
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.runtime.llama_server import (
     SAMPLING_FIELDS,
+    SPECULATIVE_FIELDS,
     ExternalServer,
     ExternalServerError,
     ServerFeatures,
@@ -212,8 +221,7 @@ class ExternalSession:
     # -- the Runtime interface ------------------------------------------------------------------------------------
     @property
     def capabilities(self) -> Capabilities:
-        # calibrate: the in-process sweep; app.calibration.external measures this runtime through the server.
-        return Capabilities(calibrate=False, sources=self._sources, pool=False, adaptive=False)
+        return Capabilities(sources=self._sources, pool=False, adaptive=False)
 
     def status(self) -> str:
         """Its build and which per-request fields it honours."""
@@ -249,6 +257,14 @@ class ExternalSession:
 
     def set_policy(self, policy: DynamicDraftPolicy) -> None:
         self.policy = policy
+
+    def sweep_access(self) -> SweepAccess:
+        """Calibrated through the server, its tables kept per binary; settings that are start flags restart it."""
+        return SweepAccess(external_fingerprint(self), external_store(self), starts=self)
+
+    def lists_per_request_fields(self) -> bool:
+        """Its /props names every per-request draft field (ServerStarts)."""
+        return set(SPECULATIVE_FIELDS) <= set(self.features.speculative)
 
     def reload_policy(self) -> str:
         """Load this runtime's active table (its fingerprint names this binary). A build that ignores per-request

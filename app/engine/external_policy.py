@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
-from app.engine.identity import cached_sha256, calibration_store, config_fingerprint
+from app.engine.identity import cached_sha256, config_fingerprint
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
 from app.policy.fingerprint import Fingerprint
+from app.policy.store import calibration_store
 from app.runtime.llama_server import (
     SPECULATIVE_FIELDS,
     CliDialect,

@@ -13,7 +13,6 @@ from app.policy.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
     from app.engine.config import EngineConfig
-    from app.policy.store import TableStore
 from app.runtime import build_info
 from app.runtime.device import best_accelerator, cpu_name
 
@@ -78,20 +77,3 @@ def config_fingerprint(
         n_threads=n_threads,
         flash_attn=resolve_flash_attn(cfg.flash_attn, cfg.n_gpu_layers),  # what llama.cpp was given
     )
-
-
-def calibration_store(model: str, draft: str | None, runtime: str | None = None) -> TableStore:
-    """The table store for one target/draft pair: a folder per pair, so calibrating another pair does not replace
-    this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes.
-    runtime: another runtime's tag (an external llama-server's), which gets folders of its own."""
-    import re
-
-    from app.policy.store import TableStore
-
-    def slug(path: str) -> str:
-        p = Path(path)
-        size = p.stat().st_size if p.exists() else 0
-        return re.sub(r"[^A-Za-z0-9._-]+", "_", p.stem)[:60] + f"-{size}"
-
-    name = slug(model) + ("__" + slug(draft) if draft else "") + (f"@{runtime}" if runtime else "")
-    return TableStore(get_paths().calibration / name)

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.engine.identity import calibration_store
 from app.policy.content_class import class_key
 from app.policy.source_memory import MEMORY_FILE, SourceMemoryStore, cost_identity, memory_identity
+from app.policy.store import calibration_store
 from app.speculative import memory as sm
 from app.speculative.adaptive import AdaptiveLength, SourcePool
 from app.speculative.telemetry import SourceStats

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from app.engine.types import Event, GenerationRequest
 from app.policy.dynamic import DraftCaps, DynamicDraftPolicy
+from app.policy.fingerprint import Fingerprint
+from app.policy.store import TableStore
+from app.speculative.settings import SpecSettings
 
 if TYPE_CHECKING:
     from app.engine.config import EngineConfig
@@ -18,12 +21,10 @@ if TYPE_CHECKING:
 class Capabilities:
     """What a runtime can do, so callers ask it instead of checking its class.
 
-    calibrate: the calibration sweep can drive its llama.cpp contexts in-process; sources: the draft sources (registry
-    names) it has loaded, which a request may name besides "none" and "pool"; pool: per-step source choice ("pool");
-    adaptive: adaptive draft length.
+    sources: the draft sources (registry names) it has loaded, which a request may name besides "none" and "pool";
+    pool: per-step source choice ("pool"); adaptive: adaptive draft length.
     """
 
-    calibrate: bool
     sources: tuple[str, ...]
     pool: bool
     adaptive: bool
@@ -75,6 +76,38 @@ class Tokenizer(Protocol):
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> str: ...
 
 
+class ServerStarts(Protocol):
+    """A runtime whose draft settings are partly start-time flags (an external llama-server): the calibration sweep
+    restarts it for a setting a running build cannot take per request.
+
+    `start_settings`: what the running server was started with; `base_settings`: what it starts with when no table
+    applies; `lists_per_request_fields()`: its /props names the per-request draft fields (whether the build really
+    applies them is for a probe to show)."""
+
+    start_settings: SpecSettings
+    base_settings: SpecSettings
+
+    def lists_per_request_fields(self) -> bool: ...
+
+    def restart(self, settings: SpecSettings) -> None: ...
+
+
+@dataclass(frozen=True)
+class SweepAccess:
+    """What a calibration sweep needs of a runtime besides generating: the fingerprint its table is saved under, the
+    store it goes to, and how the runtime takes settings.
+
+    starts: None where every setting goes per request (the bundled runtime), else the server's start-time flags;
+    warm_up(rows): decode every verify batch size once (a GPU builds a shape's kernels on first use), where the
+    runtime can; learns: the pool and adaptive length start each request from the source memory (timed warm)."""
+
+    fingerprint: Fingerprint
+    store: TableStore
+    starts: ServerStarts | None = None
+    warm_up: Callable[[int], None] | None = None
+    learns: bool = False
+
+
 class Runtime(Protocol):
     """One loaded model (and draft) that one engine thread drives; not thread-safe.
 
@@ -84,7 +117,8 @@ class Runtime(Protocol):
     kept in `dd_status`); `status()` is one line saying which runtime this is and what it honours; `model_meta()`
     what it knows of the model (its context window above all); `tokenizer()` the model's tokenizer, for any thread;
     `render_prompt` a chat request's messages through the model's template, and `templated` format_prompt's tokens
-    with their text, also for any thread (they read the template and vocabulary, never a context).
+    with their text, also for any thread (they read the template and vocabulary, never a context); `sweep_access()`
+    what calibration needs of it.
     """
 
     config: EngineConfig
@@ -117,5 +151,7 @@ class Runtime(Protocol):
     def model_meta(self) -> ModelMeta: ...
 
     def tokenizer(self) -> Tokenizer: ...
+
+    def sweep_access(self) -> SweepAccess: ...
 
     def close(self) -> None: ...

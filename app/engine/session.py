@@ -15,13 +15,13 @@ from app.engine import catch_up, choose, loader, memory, rollback
 from app.engine.chat import TextStream
 from app.engine.config import EngineConfig, profile_of
 from app.engine.history import RollingWindow, check_prompt_fits, saying_dropped
-from app.engine.identity import calibration_store, config_fingerprint, llama_build
+from app.engine.identity import config_fingerprint, llama_build
 from app.engine.profile import recalibrate_command
 from app.engine.prompting import PromptBuilder, opens_think
 from app.engine.reasoning_budget import request_budget
 from app.engine.request_policy import choose_settings, policy_without_table, request_class, wire_record
 from app.engine.run import Run, StepDraft, top2_margin, with_idle_reasons, with_seeded_costs
-from app.engine.runtime import Capabilities, ModelMeta
+from app.engine.runtime import Capabilities, ModelMeta, SweepAccess
 from app.engine.types import (
     DoneEvent,
     EngineError,
@@ -36,6 +36,7 @@ from app.engine.types import (
 from app.policy.content_class import CHAT, RequestClass
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.policy.fingerprint import Fingerprint
+from app.policy.store import calibration_store
 from app.runtime import mirostat
 from app.runtime.grammar import Grammar, GrammarError
 from app.runtime.llama import LlamaError, Vocab
@@ -91,7 +92,12 @@ class Session:
     # -- public helpers -------------------------------------------------------------------------------------------
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(calibrate=True, sources=tuple(self.sources), pool=True, adaptive=True)
+        return Capabilities(sources=tuple(self.sources), pool=True, adaptive=True)
+
+    def sweep_access(self) -> SweepAccess:
+        """Settings go per request; calibration warms each verify shape first and times the learning settings warm."""
+        store = calibration_store(self.config.model, self.config.draft)
+        return SweepAccess(self.fingerprint(), store, warm_up=self.warm_up, learns=self.use_source_memory)
 
     def status(self) -> str:
         return f"bundled {llama_build()}"

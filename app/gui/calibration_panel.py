@@ -26,7 +26,9 @@ from app.gui.bridge import BackgroundCall
 from app.gui.panel_support import ProgressRelay
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
+    from app.engine.runtime import Runtime
     from app.engine.worker import Engine
+    from app.policy.table import FrontierTable
 
 
 class CalibrationPanel(QWidget):
@@ -154,7 +156,7 @@ class CalibrationPanel(QWidget):
             self.table_status.setText("")
             return
 
-        def describe(session: Any) -> tuple[str, Any, bool]:
+        def describe(session: Runtime) -> tuple[str, FrontierTable | None, bool]:
             pol = session.policy
             if pol.table is not None:
                 t = pol.table
@@ -168,7 +170,7 @@ class CalibrationPanel(QWidget):
                 )
                 return text, t, False
             if pol.unavailable == "stale_table":
-                why = str(getattr(session, "dd_status", "")).split(": dynadraft calibrate")[0]
+                why = session.dd_status.split(": dynadraft calibrate")[0]
                 return (
                     f"⚠ The saved table does not apply to these settings ({why}). Recalibrate with the button "
                     "below, or load the model with the settings it was calibrated with.",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,3 +166,17 @@ class TableStore:
                 continue
             entries.append(TableEntry(tid, path, tid == active, t.created_at, t.fingerprint, len(t.rows)))
         return entries
+
+
+def calibration_store(model: str, draft: str | None, runtime: str | None = None) -> TableStore:
+    """The table store for one target/draft pair: a folder per pair, so calibrating another pair does not replace
+    this pair's active table. Keyed cheaply by file name and size; the fingerprint inside still checks the hashes.
+    runtime: another runtime's tag (an external llama-server's), which gets folders of its own."""
+
+    def slug(path: str) -> str:
+        p = Path(path)
+        size = p.stat().st_size if p.exists() else 0
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", p.stem)[:60] + f"-{size}"
+
+    name = slug(model) + ("__" + slug(draft) if draft else "") + (f"@{runtime}" if runtime else "")
+    return TableStore(get_paths().calibration / name)

@@ -10,9 +10,9 @@ import pytest
 
 from app.calibration.runner import CalibrationCancelled, Plan, build_messages, corpus_text, run_calibration
 from app.engine.config import EngineConfig
-from app.engine.identity import calibration_store
 from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest
+from app.policy.store import calibration_store
 from app.speculative.settings import PLAIN, SpecSettings
 
 GRID = (PLAIN, SpecSettings("lookup", 4), SpecSettings("draft", 2), SpecSettings("draft", 4, p_min=0.5))

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from app.engine.config import EngineConfig
-from app.engine.identity import calibration_store
 from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.policy import DynamicDraftPolicy, new_table
+from app.policy.store import calibration_store
 from app.runtime.sampling import SamplingParams
 from app.speculative.control import PASSED_OVER
 from app.speculative.settings import SpecSettings

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.calibration.quick import run_quick
-from app.engine.identity import calibration_store
+from app.policy.store import calibration_store
 from app.speculative.settings import PLAIN, SpecSettings
 
 

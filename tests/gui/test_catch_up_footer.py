@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.identity import calibration_store
 from app.gui.main import MainWindow
 from app.policy import new_table
+from app.policy.store import calibration_store
 from tests.engine.helpers import DRAFT, LOOKUP, draft_wins_narrowly, long_text
 
 

@@ -6,9 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
-from app.engine.identity import calibration_store
 from app.gui.main import MainWindow
 from app.policy import FrontierRow, new_table
+from app.policy.store import calibration_store
 from app.speculative.settings import PLAIN, SpecSettings
 
 BLOCK = "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n\n" * 6

@@ -303,15 +303,16 @@ def test_context_overflow_is_refused_and_the_server_stays_up(plain_external: Ext
 def test_engine_and_cli_run_on_the_external_server(target: str, server_binary: str, capsys) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from app.calibration.runner import default_plan
+    from app.calibration.runner import default_plan, run_calibration
     from app.cli import main
 
     with Engine(_config(target, server_binary)) as engine:
         summary = engine.generate(GenerationRequest(messages=MESSAGES, max_tokens=4))
         assert len(summary.tokens) == 4 and summary.dynamic_draft["runtime"]["kind"] == "llama-server"  # type: ignore[index]
         assert engine.call(lambda s: s.n_ctx) == 512
-        with pytest.raises(EngineError, match="calibration measures the bundled runtime"):
-            engine.call(lambda s: default_plan(s))
+        # The in-process sweep (the pool, the cost stop, settings per request) refuses a server's start flags.
+        with pytest.raises(EngineError, match="takes draft settings as start flags"):
+            engine.call(lambda s: run_calibration(s, default_plan(s)))
     argv = ["generate", "--model", target, "--server-binary", server_binary, "--prompt", "Hi", "--max-tokens", "3"]
     argv += ["--temperature", "0", "--ctx-size", "512", "--threads", "1", "--json"]
     assert main(argv) == 0

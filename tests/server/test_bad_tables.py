@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from app.engine.identity import calibration_store
 from app.engine.worker import Engine
 from app.policy import FrontierRow, new_table
 from app.policy.schema import validate_table_json
+from app.policy.store import calibration_store
 from app.speculative.settings import PLAIN, SpecSettings
 from tests.server.helpers import chat_body
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from app.engine.identity import calibration_store
 from app.engine.worker import Engine
 from app.policy import FrontierRow, new_table
+from app.policy.store import calibration_store
 from app.speculative.settings import PLAIN, SpecSettings
 from tests.journeys.helpers import generate_json
 from tests.server.helpers import MODEL_ID
