@@ -11,7 +11,8 @@ from app.policy.content_class import class_key
 from app.policy.source_memory import MEMORY_FILE, SourceMemoryStore, cost_identity, memory_identity
 from app.policy.store import calibration_store
 from app.speculative import memory as sm
-from app.speculative.adaptive import AdaptiveLength, SourcePool
+from app.speculative.adaptive import AdaptiveLength
+from app.speculative.pool import SourcePool
 from app.speculative.telemetry import SourceStats
 
 if TYPE_CHECKING:

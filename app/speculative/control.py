@@ -16,7 +16,8 @@ from typing import Protocol
 import numpy as np
 
 from app.runtime.sampling import SamplingParams
-from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, profile_cost_model
+from app.speculative.adaptive import AdaptiveLength, CostModel
+from app.speculative.pool import SourcePool, profile_cost_model
 from app.speculative.registry import NONE, POOL, pool_arms
 from app.speculative.settings import SpecSettings
 from app.speculative.sources import Draft, DraftSource

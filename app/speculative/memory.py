@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.speculative.adaptive import MAX_POSITIONS, WARMUP_PULLS, AdaptiveLength, SourcePool
+from app.speculative.adaptive import MAX_POSITIONS, WARMUP_PULLS, AdaptiveLength
+from app.speculative.pool import SourcePool
 
 HALF_LIFE_REQUESTS = 1.5
 BLEND_WEIGHT = 1.0 - 0.5 ** (1.0 / HALF_LIFE_REQUESTS)  # ~0.37

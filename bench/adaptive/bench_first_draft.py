@@ -4,7 +4,7 @@
   DYNADRAFT_HOME=H python -m bench.adaptive.bench_first_draft lag [--prompts a,b] [--repeats 2] [--md OUT.md]
 
 cap: the pool ("pool n16,p0,cost") with and without the depth cap on a source this request has not tested yet
-(adaptive.UNTESTED_BUDGET, off: inf), and plain decoding, interleaved in alternating order. H should hold a
+(pool.UNTESTED_BUDGET, off: inf), and plain decoding, interleaved in alternating order. H should hold a
 calibration's source memory (bench_classes.py calibrate); it is frozen while this runs (no request writes to it), so
 every run starts from the same remembered state.
 lag: the adaptive length with the draft model ("n8,p0 adaptive"), when a draft that first caught up on the steps the
@@ -27,9 +27,9 @@ EDITS = "edit-rename,edit-param"
 
 
 def cap(s: Any, prompts: list[str], repeats: int) -> list[str]:
-    from app.speculative import adaptive
+    from app.speculative import pool
 
-    budget = adaptive.UNTESTED_BUDGET
+    budget = pool.UNTESTED_BUDGET
     arms = {"cap": budget, "no cap": math.inf, "plain": budget}
     return pool_side_by_side(s, prompts, repeats, "UNTESTED_BUDGET", arms)
 

@@ -3,7 +3,7 @@
   python -m bench.adaptive.bench_plain_warmup sim [--md OUT.md]          # SIMULATED: H200 curves, class traces
   DYNADRAFT_HOME=H python -m bench.adaptive.bench_plain_warmup cpu [--prompts a,b] [--repeats 4] [--md OUT.md]
 
-The rule (adaptive.PLAIN_WARMUP_PULLS): plain decoding has no acceptance to learn, so once a 1-row decode's ms are
+The rule (pool.PLAIN_WARMUP_PULLS): plain decoding has no acceptance to learn, so once a 1-row decode's ms are
 measured the pool no longer spends a request's first steps warming it up ("now": 0 pulls; "before": WARMUP_PULLS).
 sim: the pool candidate ("pool n16,p0,cost") replayed over every recorded class trace (bench/lib/simulate.py, acceptance
 from this CPU) on the H200 Vulkan cost curves at each context, under both rules; the draft model's cost stop alone
@@ -35,7 +35,7 @@ def _rules() -> dict[str, int]:
 
 def sim(target: str = "q32b+fa", draft: str = "q05b+fa") -> list[str]:
     from app.calibration.runner import candidates
-    from app.speculative import adaptive
+    from app.speculative import pool as pool_rules
     from app.speculative.settings import PLAIN, SpecSettings
 
     costs = json.loads(COSTS.read_text())["models"]
@@ -43,7 +43,7 @@ def sim(target: str = "q32b+fa", draft: str = "q05b+fa") -> list[str]:
     traces = json.loads(TRACES.read_text())["traces"]
     grid = candidates(("draft", "lookup"), "quick")
     pool, alone = SpecSettings("pool", 16, cost_stop=True), SpecSettings("draft", 16, cost_stop=True)
-    kept = adaptive.PLAIN_WARMUP_PULLS
+    kept = pool_rules.PLAIN_WARMUP_PULLS
     lines = [
         f"SIMULATED: {len(traces)} class traces ({TRACES.name}), {target} / {draft} on {COSTS.name}; mix tok/s.",
         "",
@@ -62,9 +62,9 @@ def sim(target: str = "q32b+fa", draft: str = "q05b+fa") -> list[str]:
 
         by_rule = {}
         for rule, pulls in _rules().items():
-            adaptive.PLAIN_WARMUP_PULLS = pulls
+            pool_rules.PLAIN_WARMUP_PULLS = pulls
             by_rule[rule] = mix(pool)
-        adaptive.PLAIN_WARMUP_PULLS = kept
+        pool_rules.PLAIN_WARMUP_PULLS = kept
         b, n = by_rule["before"], by_rule["now"]
         lines.append(f"| {ctx} | {b:.2f} | {n:.2f} | {n / b:.3f} | {mix(alone):.2f} | {mix(PLAIN):.2f} |")
         print(lines[-1], flush=True)
@@ -72,11 +72,11 @@ def sim(target: str = "q32b+fa", draft: str = "q05b+fa") -> list[str]:
 
 
 def cpu(s: Any, prompts: list[str], repeats: int) -> list[str]:
-    from app.speculative import adaptive
+    from app.speculative import pool as pool_rules
     from app.speculative.settings import PLAIN
 
     run_greedy(s, "Say hello.", PLAIN)  # measures a 1-row decode, as any earlier request of the session has
-    arms = {**{f"pool, {r}": p for r, p in _rules().items()}, "plain": adaptive.PLAIN_WARMUP_PULLS}
+    arms = {**{f"pool, {r}": p for r, p in _rules().items()}, "plain": pool_rules.PLAIN_WARMUP_PULLS}
     return pool_side_by_side(s, prompts, repeats, "PLAIN_WARMUP_PULLS", arms)
 
 

@@ -30,8 +30,8 @@ from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, StepEvent
 from app.models.packaged import speculative_pair
 from app.runtime.sampling import SamplingParams
-from app.speculative.adaptive import profile_cost
 from app.speculative.exactness import compare_outputs
+from app.speculative.pool import profile_cost
 from app.speculative.settings import PLAIN, SpecSettings
 
 POOL = SpecSettings("pool", 8)

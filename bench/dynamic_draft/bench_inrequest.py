@@ -53,7 +53,7 @@ from app.engine import memory
 from app.policy import DraftCaps, DynamicDraftPolicy
 from app.policy.content_class import class_key
 from app.policy.source_memory import SourceMemoryStore
-from app.speculative.adaptive import SourcePool
+from app.speculative.pool import SourcePool
 from app.speculative.settings import SpecSettings
 from app.speculative.telemetry import SourceStats
 from bench.lib import stats

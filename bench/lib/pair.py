@@ -37,23 +37,23 @@ def run_greedy(s: Any, user: str, spec: Any) -> Any:
 
 
 def pool_side_by_side(s: Any, prompts: list[str], repeats: int, knob: str, arms: dict[str, Any]) -> list[str]:
-    """The pool ("pool n16,p0,cost") on each held-out prompt with `adaptive.<knob>` set to each arm's value (an arm
+    """The pool ("pool n16,p0,cost") on each held-out prompt with `pool.<knob>` set to each arm's value (an arm
     named "plain" runs plain decoding), interleaved in alternating order, the source memory frozen so every run
     starts alike; a markdown table of each arm's median tok/s, its runs and drafted/accepted counts."""
     from app.engine import memory
-    from app.speculative import adaptive
+    from app.speculative import pool as pool_rules
     from app.speculative.settings import PLAIN, SpecSettings
 
     memory.remember = lambda *a, **k: None  # type: ignore[assignment]  # frozen: every run starts alike
     pool = SpecSettings("pool", 16, cost_stop=True)
-    kept = getattr(adaptive, knob)
+    kept = getattr(pool_rules, knob)
     lines = ["| prompt | arm | median tok/s | runs | drafted/accepted |", "|---|---|---|---|---|"]
     for name in prompts:
         user = {n: u for n, _, u in HELD_OUT}[name]
         rows: dict[str, list[tuple[float, int, int]]] = {a: [] for a in arms}
         for r in range(repeats):
             for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
-                setattr(adaptive, knob, arms[arm])
+                setattr(pool_rules, knob, arms[arm])
                 t = run_greedy(s, user, PLAIN if arm == "plain" else pool).timings
                 rows[arm].append((round(t.predicted_per_second, 2), t.draft_n, t.draft_n_accepted))
         for arm, rs in rows.items():
@@ -62,5 +62,5 @@ def pool_side_by_side(s: Any, prompts: list[str], repeats: int, knob: str, arms:
             da = ", ".join(f"{x[1]}/{x[2]}" for x in rs)
             lines.append(f"| {name} | {arm} | {med:.2f} | {runs} | {da} |")
         print("\n".join(lines[-len(arms) :]), flush=True)
-    setattr(adaptive, knob, kept)
+    setattr(pool_rules, knob, kept)
     return lines

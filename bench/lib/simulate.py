@@ -193,7 +193,8 @@ def replay_controlled(
     caller reads its end state. `behind`: tokens the draft model has not seen (a first turn); from then on the
     tokens other sources commit add to it until the draft runs, and the pool weighs that catch-up as the engine's
     does. The tokens still wanted (the rest of the trace) reach the pool on every step, as the engine's do."""
-    from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, cost_stop_step
+    from app.speculative.adaptive import AdaptiveLength, CostModel, cost_stop_step
+    from app.speculative.pool import SourcePool
 
     n = len(trace["output"])
     if pool is None and s.source == "pool":

@@ -35,7 +35,7 @@ def test_the_per_step_ceiling_is_at_least_every_static_setting_and_the_pool(name
 def test_a_simulated_request_learns_under_its_subclass_and_the_next_starts_from_it(tmp_path: Path) -> None:
     from app.engine import memory
     from app.policy.source_memory import SourceMemoryStore
-    from app.speculative.adaptive import SourcePool
+    from app.speculative.pool import SourcePool
 
     store = SourceMemoryStore(tmp_path / "m.json", "sim")
     bi.serve(store, TRACES["calib-near_copy"], ("copy_edit", "near_copy"), 2048, DEV, {})

@@ -54,7 +54,8 @@ def test_an_unwritable_place_costs_the_memory_not_the_request(tmp_path: Path) ->
 
 def test_a_subclass_falls_back_per_source_to_its_class(tmp_path: Path) -> None:
     from app.engine.memory import warm_start
-    from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool
+    from app.speculative.adaptive import AdaptiveLength, CostModel
+    from app.speculative.pool import SourcePool
 
     store = SourceMemoryStore(tmp_path / MEMORY_FILE, "A")
     store.record("copy_edit", {"draft": ArmOutcome(0.02, 10, [0.6], 0.01, 40, 20, 90.0)} | _outcome(0.03))

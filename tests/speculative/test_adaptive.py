@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from app.speculative.adaptive import AdaptiveLength, CostModel, SourcePool, profile_cost
+from app.speculative.adaptive import AdaptiveLength, CostModel
+from app.speculative.pool import SourcePool, profile_cost
 
 # ms by verify batch size: a cheap verify, shaped like the 1.5B on an H200 (../shared/MODELS.md: 8 tokens ~1.84x one)
 GPU_VERIFY = dict(enumerate([2.8, 2.9, 3.2, 3.5, 3.9, 4.3, 4.7, 5.2, 5.6], start=1))
@@ -198,7 +199,8 @@ def test_a_probe_its_cost_stop_declined_tested_nothing_and_is_tried_again() -> N
     """The draft is known to fail, so plain decoding runs and the draft is probed after PROBE_EVERY steps. When the
     probe's cost stop drafts nothing (its first token was not confident enough), nothing was tested: the draft is
     asked again on the next step, and only a probe that drafted starts the clock again."""
-    from app.speculative.adaptive import PROBE_EVERY, WARMUP_PULLS
+    from app.speculative.adaptive import WARMUP_PULLS
+    from app.speculative.pool import PROBE_EVERY
 
     pool = SourcePool(["draft"], 0, 8)
     acc = pool.arms["draft"].length.acceptance
@@ -337,7 +339,7 @@ def test_a_catch_up_cannot_be_weighed_before_plain_decoding_is_measured() -> Non
 def test_a_probe_needing_a_catch_up_costs_at_most_its_budget() -> None:
     """Once the draft is known to fail, a probe after a catch-up is allowed only while that catch-up is within
     PROBE_BUDGET of the rest of the request at plain speed."""
-    from app.speculative.adaptive import PROBE_BUDGET, PROBE_EVERY
+    from app.speculative.pool import PROBE_BUDGET, PROBE_EVERY
 
     def probes(catch_up: float, remaining: int) -> int:
         pool = SourcePool(["draft"], 0, 8, verify_ms=dict(GPU_VERIFY), draft_ms={"draft": 0.3})

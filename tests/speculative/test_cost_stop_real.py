@@ -16,8 +16,8 @@ from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary, StepEvent
 from app.runtime.sampling import SamplingParams
 from app.speculative import registry
-from app.speculative.adaptive import profile_cost
 from app.speculative.exactness import compare
+from app.speculative.pool import profile_cost
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import Draft, SourceEnv, draft_autoregressive
 

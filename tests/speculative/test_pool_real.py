@@ -17,8 +17,8 @@ from app.engine.config import EngineConfig
 from app.engine.session import Session
 from app.engine.types import DoneEvent, GenerationRequest, GenerationSummary
 from app.runtime.sampling import SamplingParams
-from app.speculative.adaptive import profile_cost
 from app.speculative.exactness import compare
+from app.speculative.pool import profile_cost
 from app.speculative.settings import PLAIN, SpecSettings
 
 GPU_LIKE = profile_cost([1.0, 0.96, 1.1, 1.26, 1.39, 1.52, 1.68, 1.84, 3.0], {"draft": 0.1, "lookup": 0.002})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.speculative.adaptive import WARMUP_PULLS, SourcePool
+from app.speculative.adaptive import WARMUP_PULLS
 from app.speculative.memory import (
     BLEND_WEIGHT,
     HALF_LIFE_REQUESTS,
@@ -14,6 +14,7 @@ from app.speculative.memory import (
     pool_outcomes,
     warm_start_pool,
 )
+from app.speculative.pool import SourcePool
 
 
 def _outcome(reward: float, acceptance: list[float] | None = None, pulls: int = 40) -> ArmOutcome:
