@@ -58,6 +58,11 @@ class EngineConfig:
     reasoning_budget: int = -1
     reasoning_budget_message: str = ""
 
+    def source_mode(self, name: str) -> str:
+        """A registered source's load mode: "auto" (where the model allows), "on" (refuse a model it cannot run on)
+        or "off" (never load what it needs). Only the MTP head has a setting (`mtp`, --mtp); every other is "auto"."""
+        return self.mtp if name == "mtp" else "auto"
+
     def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
         if self.default_spec is not None:
             return self.default_spec

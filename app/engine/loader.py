@@ -11,7 +11,6 @@ from app.engine.profile import allocation_note, context_window
 from app.runtime.device import resolve_flash_attn
 from app.runtime.llama import Context, ContextParams, LlamaError, Model, ModelParams
 from app.speculative import registry
-from app.speculative.mtp import MtpSource
 from app.speculative.sources import DraftSource, SourceEnv, load_draft_model
 
 
@@ -56,7 +55,9 @@ def load(config: EngineConfig) -> Loaded:
         # models without recurrent memory.
         n_rs_seq=min(depth_cap, max(0, config.recurrent_snapshots)),
     )
-    model = Model(config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts, load_mtp=config.mtp != "off"))
+    modes = {cls.name: config.source_mode(cls.name) for cls in registry.sources()}
+    flags = {f: True for cls in registry.sources() if modes[cls.name] != "off" for f in registry.load_flags(cls)}
+    model = Model(config.model, ModelParams(config.n_gpu_layers, config.use_extra_bufts, **flags))
     n_ctx, note = context_window(config.n_ctx, model.n_ctx_train)
     ctx_params = replace(ctx_params, n_ctx=n_ctx)
     try:
@@ -78,8 +79,9 @@ def load(config: EngineConfig) -> Loaded:
             if source is not None:
                 loaded.sources[cls.name] = source
         loaded.missing = missing_sources(model, loaded.sources)
-        if config.mtp == "on" and MtpSource.name in loaded.missing:
-            raise LlamaError(f"--mtp: {loaded.missing[MtpSource.name]}")
+        for name, mode in modes.items():
+            if mode == "on" and name in loaded.missing:
+                raise LlamaError(f"--{name}: {loaded.missing[name]}")
     except BaseException:
         loaded.close()
         raise

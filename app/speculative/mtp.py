@@ -45,6 +45,7 @@ class MtpSource:
     cheap_peek: ClassVar[bool] = False
     # One MTP head applied recursively drifts after a few tokens: Qwen's own MTP setups draft 2-4.
     default_n_max: ClassVar[int] = 3
+    load_flags: ClassVar[tuple[str, ...]] = ("load_mtp",)  # the target loads its NextN layers (ModelParams)
     cache_attachment: ClassVar[bool] = True  # checkpoint_state / restored: its context and row beside the target's
 
     @classmethod

@@ -18,6 +18,10 @@ Adding a source is one class and one registration line:
 
     register(MySource)                   # below, with the built-in sources (or from a test)
 
+A heavy source may also declare `default_n_max` (its depth when a request names no n_max), `load_flags` (target load
+options it needs), `unavailable_reason(model)` and `cache_attachment` (state that comes back with the target's cache
+checkpoints); the MTP head declares all four.
+
 (`floors`, the cost stop's, is optional: a source without it still runs under the cost stop, cut at its ceiling.)
 
 Then the bundled Session creates it at load, requests may name it (HTTP schema, CLI and GUI included), the pool
@@ -83,6 +87,12 @@ def default_n_max(source: str) -> int:
     """The depth an override that names `source` but no n_max drafts: the source's own `default_n_max` where it
     declares one (the MTP head: 3), else DEFAULT_N_MAX. The same for the app, HTTP and the command line."""
     return int(getattr(_SOURCES.get(source), "default_n_max", DEFAULT_N_MAX))
+
+
+def load_flags(cls: type[DraftSource]) -> tuple[str, ...]:
+    """The target's load options (ModelParams fields set True) a source needs: its own `load_flags` where it declares
+    them (the MTP head: load_mtp), else none."""
+    return tuple(getattr(cls, "load_flags", ()))
 
 
 def unavailable_reason(cls: type[DraftSource], model: object) -> str | None:

@@ -1,6 +1,6 @@
-"""A heavy draft source (state beside the target's memory, its own default depth, a reason it cannot run on a model)
-is still one class plus one registration line: toy ones, registered here, run end to end through a real session's
-conversation cache, the command line's flags and a refused request."""
+"""A heavy draft source (a target load option, state beside the target's memory, its own default depth, a reason it
+cannot run on a model) is still one class plus one registration line: toy ones, registered here, run end to end
+through a real session's conversation cache, the command line's flags and a refused request."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ class StatefulRepeat(RepeatSource):
     name: ClassVar[str] = "stateful"
     label: ClassVar[str] = "Repeat, with state"
     default_n_max: ClassVar[int] = 2
+    load_flags: ClassVar[tuple[str, ...]] = ("load_mtp",)  # a target load option it needs (the one ModelParams has)
     cache_attachment: ClassVar[bool] = True
 
     def __init__(self) -> None:
@@ -78,8 +79,10 @@ def _chat(session: Session, messages: list[dict[str, str]], spec: SpecSettings) 
 
 
 def test_its_state_comes_back_with_the_targets_checkpoint(registered: None, smollm2_path: Path) -> None:
-    s = Session(EngineConfig(model=str(smollm2_path), n_ctx=1024, n_batch=128))
+    # --mtp off keeps the MTP head's load option off; the toy source's own declaration still turns it on.
+    s = Session(EngineConfig(model=str(smollm2_path), n_ctx=1024, n_batch=128, mtp="off"))
     try:
+        assert s.model.params.load_mtp
         source = s.sources[StatefulRepeat.name]
         assert isinstance(source, StatefulRepeat)
         spec = registry.from_intent(StatefulRepeat.name)
