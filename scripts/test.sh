@@ -47,6 +47,7 @@ export QT_QPA_PLATFORM=offscreen
 # one worker (--dist loadfile): their module fixtures (loaded models, calibrations) are built once.
 WORKERS=${DYNADRAFT_TEST_WORKERS:-$(.venv/bin/python -c 'from app.runtime.threads import default_threads as d; print(min(8, d()))')}
 step "pytest ($WORKERS workers)" "the failures are listed above"
-# Exit code 5 means pytest collected no test: that is a failure here, as for any other non-zero code.
-.venv/bin/python -m pytest -q -n "$WORKERS" --dist loadfile "$@"
+# Exit code 5 means pytest collected no test: that is a failure here, as for any other non-zero code. The 20 slowest
+# tests are listed at the end, so a run that grows shows where.
+.venv/bin/python -m pytest -q -n "$WORKERS" --dist loadfile --durations=20 "$@"
 step "done"

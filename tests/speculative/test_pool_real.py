@@ -69,19 +69,27 @@ def pair(qwen_pair: tuple[Path, Path]) -> Iterator[Session]:
     s.close()
 
 
-@pytest.mark.pair
-@pytest.mark.parametrize("spec", [SpecSettings("pool", 8), SpecSettings("pool", 16, cost_stop=True)])
-def test_pool_mostly_picks_prompt_lookup_on_a_copy_edit(pair: Session, spec: SpecSettings) -> None:
-    # Copying text the draft model cannot predict (random codes) but prompt lookup can: lookup must win, with the
-    # cost stop on the pool's draft steps too (calibration's pool row). On the Qwen pair: copying hex codes, the
-    # 135M's margins at its near-ties sat just above the exactness bound (0.54 at token 88 in one run under one
-    # thread), a bound measured on the 1.5B (app/speculative/exactness.py).
+@pytest.fixture(scope="module")
+def copy_edit(pair: Session) -> tuple[str, GenerationSummary]:
+    """Copying text the draft model cannot predict (random codes) but prompt lookup can, and its plain decoding (once
+    for both pool settings)."""
     import random
 
     rng = random.Random(5)
     codes = [f"{rng.getrandbits(48):012x}" for _ in range(12)]
     prompt = "Copy these codes exactly, one per line, nothing else:\n\n" + "\n".join(codes)
-    plain = _run(pair, prompt, PLAIN, 64, collect_margins=True)
+    return prompt, _run(pair, prompt, PLAIN, 64, collect_margins=True)
+
+
+@pytest.mark.pair
+@pytest.mark.parametrize("spec", [SpecSettings("pool", 8), SpecSettings("pool", 16, cost_stop=True)])
+def test_pool_mostly_picks_prompt_lookup_on_a_copy_edit(
+    pair: Session, copy_edit: tuple[str, GenerationSummary], spec: SpecSettings
+) -> None:
+    # Lookup must win, with the cost stop on the pool's draft steps too (calibration's pool row). On the Qwen pair:
+    # copying hex codes, the 135M's margins at its near-ties sat just above the exactness bound (0.54 at token 88 in
+    # one run under one thread), a bound measured on the 1.5B (app/speculative/exactness.py).
+    prompt, plain = copy_edit
     pooled = _run(pair, prompt, spec, 64)
     assert compare(plain.tokens, plain.margins, pooled.tokens).acceptable
     assert _share(pooled, "lookup") > 0.5, pooled.per_source
