@@ -1,4 +1,4 @@
-"""The `dynadraft` command line: the GUI by default, and generate/serve/calibrate/pull/models/bench subcommands."""
+"""The `dynadraft` command line: the GUI by default, and generate, serve, calibrate, pull, models, cache, bench."""
 
 from __future__ import annotations
 
@@ -306,6 +306,12 @@ def _add_models_and_tools(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list local models, or inspect a GGUF file")
     add_models_arguments(p)
     p.set_defaults(func=_lazy("app.models.cli", "run_models"))
+
+    from app.engine.cache_cli import add_cache_arguments
+
+    p = sub.add_parser("cache", help="list the prompt caches on disk by model, or clear them")
+    add_cache_arguments(p)
+    p.set_defaults(func=_lazy("app.engine.cache_cli", "run_cache"))
 
     p = sub.add_parser("bench", help="run a benchmark from bench/ (e.g. policy, engine, http, gui)")
     p.add_argument("name", metavar="NAME")

@@ -28,6 +28,11 @@ class Paths:
         return self
 
     @property
+    def prompt_cache(self) -> Path:
+        """The app's conversation cache on disk: a folder per model identity (app/engine/cache_disk.py)."""
+        return self.cache / "prompt-cache"
+
+    @property
     def history_db(self) -> Path:
         return self.history / "chats.sqlite3"
 

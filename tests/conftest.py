@@ -28,9 +28,30 @@ def pytest_configure(config: pytest.Config) -> None:
     os.sched_setaffinity(0, cpus[start : start + per] or cpus[:per])
 
 
+# The files that take longest (scripts/test.sh's --durations list), run first: pytest-xdist hands whole files to
+# the workers in collection order (--dist loadfile), so a long file collected last keeps one worker busy while the
+# others have finished. Longest first, the end of the run is short files on every worker.
+LONGEST_FIRST = (
+    "tests/models/test_rocmfpx_fork.py",
+    "tests/journeys/test_calibrated_journeys.py",
+    "tests/server/test_source_memory_serve.py",
+    "tests/engine/test_catch_up.py",
+    "tests/engine/test_mirostat.py",
+    "tests/server/test_load.py",
+    "tests/speculative/test_pool_real.py",
+    "tests/server/test_concurrency.py",
+    "tests/engine/test_context_overflow.py",
+    "tests/server/test_content_classes.py",
+    "tests/engine/test_pair.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Where no copy of the fork's source is at hand, every fork test is skipped with the build script's one reason,
-    as a marker, so pytest's summary folds them into one line per file instead of one per test."""
+    """The longest files first (LONGEST_FIRST), in a stable order. Where no copy of the fork's source is at hand,
+    every fork test is skipped with the build script's one reason, as a marker, so pytest's summary folds them into
+    one line per file instead of one per test."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
     fork = [item for item in items if FORK_FIXTURES & set(getattr(item, "fixturenames", ()))]
     if not fork or os.environ.get("DYNADRAFT_FORK_SERVER") or os.environ.get("DYNADRAFT_REQUIRE_FORK_SERVER"):
         return

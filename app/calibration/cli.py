@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from app.calibration.calibrate import calibrate
-from app.calibration.runner import CalibrationCancelled, Progress, check_corpus
+from app.calibration.runner import CalibrationCancelled, Progress, Result, check_corpus
 from app.engine.config_args import config_from_args
 from app.engine.types import EngineError
 from app.engine.worker import Engine, print_context_notes
@@ -52,6 +53,44 @@ def plan_changes(args: argparse.Namespace) -> dict[str, object]:
     return changes
 
 
+class Interruptible:
+    """Runs the sweep in a helper thread while the main thread waits for it, so Ctrl+C sets the cancel at once (the
+    sweep stops at its next check, between decode steps) instead of after the engine's close has waited for the
+    whole sweep. `wait()` returns the sweep's own outcome (its result, or its exception raised again) and whether
+    Ctrl+C came: a sweep that ended inside that window has saved its table."""
+
+    def __init__(self, work: Callable[[], Result], cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.outcome: list[Result | BaseException] = []
+        # An Event, not Thread.join: a join that Ctrl+C interrupts can leave the thread reported as ended.
+        self.done = threading.Event()
+        threading.Thread(target=self._run, args=(work,), name="dynadraft-calibrate", daemon=True).start()
+
+    def _run(self, work: Callable[[], Result]) -> None:
+        try:
+            self.outcome.append(work())
+        except BaseException as e:  # handed to the waiting thread
+            self.outcome.append(e)
+        finally:
+            self.done.set()
+
+    def wait(self) -> tuple[Result, bool]:
+        interrupted = False
+        while not self.done.is_set():
+            try:
+                self.done.wait(0.1)
+            except KeyboardInterrupt:
+                if interrupted:  # a second Ctrl+C: stop waiting
+                    raise
+                print("\ncancelling the calibration…", file=sys.stderr)
+                interrupted = True
+                self.cancel.set()
+        done = self.outcome[0]
+        if isinstance(done, BaseException):
+            raise done
+        return done, interrupted
+
+
 def run_calibrate(args: argparse.Namespace) -> int:
     mode = "full" if args.full else "quick"
     try:
@@ -69,9 +108,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
     try:
         with Engine(config) as engine:
             print_context_notes(engine, "dynadraft calibrate")
-            result = engine.call(lambda s: calibrate(s, mode, args.budget_min, progress=show, cancel=cancel, **changes))
-    except KeyboardInterrupt:
-        cancel.set()
+            sweep = Interruptible(
+                lambda: engine.call(lambda s: calibrate(s, mode, args.budget_min, show, cancel, **changes)), cancel
+            )
+            result, interrupted = sweep.wait()
+    except KeyboardInterrupt:  # while the model loads: nothing was measured
         print("\ncalibration cancelled; no table was written", file=sys.stderr)
         return 130
     except CalibrationCancelled:
@@ -80,6 +121,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     except EngineError as e:
         print(f"\ndynadraft calibrate: {e}", file=sys.stderr)
         return 1
+    if interrupted:  # the sweep had ended (and saved) before it saw the cancel: say so, as it is on disk
+        where = f"the table was saved to {result.saved_to}" if result.saved_to else "no table was written"
+        print(f"\ncalibration interrupted as it finished: {where}", file=sys.stderr)
+        return 130
     if args.json:
         print(
             json.dumps(

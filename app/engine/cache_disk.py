@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.cache import MIB, Entry, restorable
+from app.engine.cache_usage import enforce_total
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,8 @@ class DiskStore:
     root: Path
     identity: dict[str, Any]
     max_bytes: int = DEFAULT_MAX_BYTES
+    label: str = ""  # the model (and draft) file names, for `dynadraft cache` (not part of the identity)
+    total_max_bytes: int | None = None  # every identity's folder under root together (cache_usage.enforce_total)
 
     @property
     def folder(self) -> Path:
@@ -92,12 +95,16 @@ class DiskStore:
             if e.extra:  # an optional key: older builds read the folder and ignore it
                 item["extra"] = _write(tmp / f"state-{i}.extra.bin", e.extra)
             items.append(item)
-        (tmp / "index.json").write_text(json.dumps({"format": FORMAT, "identity": self.identity, "entries": items}))
+        index = {"format": FORMAT, "identity": self.identity, "label": self.label, "entries": items}
+        (tmp / "index.json").write_text(json.dumps(index))
         old = self.folder.with_name(self.folder.name + f".{os.getpid()}.old")
         if self.folder.exists():
             os.replace(self.folder, old)
         os.replace(tmp, self.folder)
         shutil.rmtree(old, ignore_errors=True)
+        if self.total_max_bytes is not None:
+            for gone in enforce_total(self.root, self.total_max_bytes, keep=self.folder):
+                log.info("prompt cache of %s removed to stay within the total cap", gone.label or gone.path.name)
 
 
 def _write(path: Path, data: bytes) -> dict[str, Any]:

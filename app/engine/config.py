@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.engine.cache_usage import DEFAULT_TOTAL_MIB
 from app.engine.profile import EngineProfile
 from app.speculative.settings import PLAIN, SpecSettings
 
@@ -46,10 +47,12 @@ class EngineConfig:
     chat_template: str | None = None  # a Jinja chat template used instead of the GGUF's own (--chat-template-file)
     # Conversation cache (app/engine/cache.py): host-RAM budget in MiB as llama-server's --cache-ram (None or -1:
     # sized from free memory, 0: off), checkpoints kept per conversation on recurrent/hybrid models, and a folder
-    # to persist it in across restarts (the app's; None: RAM only).
+    # to persist it in across restarts (the app's; None: RAM only), where every model's folders together keep at most
+    # cache_disk_total_mib (the least recently used go first; `dynadraft cache` lists and clears them).
     cache_ram_mib: int | None = None
     cache_checkpoints: int = 4
     cache_dir: str | None = None
+    cache_disk_total_mib: int = DEFAULT_TOTAL_MIB
     # Remember per content class how each draft source did, beside the calibration tables, and warm-start each
     # request's pool / adaptive length from it (app/engine/memory.py).
     source_memory: bool = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.engine.cache import Attachment, ConversationCache
+from app.engine.cache import MIB, Attachment, ConversationCache
 from app.engine.config import MTP_MODES, EngineConfig
 from app.engine.profile import allocation_note, context_window
 from app.runtime.device import resolve_flash_attn
@@ -106,7 +106,10 @@ def open_cache(config: EngineConfig, loaded: Loaded) -> ConversationCache:
     if config.cache_dir:
         from app.engine.cache_disk import DiskStore, session_identity
 
-        disk = DiskStore(Path(config.cache_dir), session_identity(config, loaded.ctx.n_ctx, loaded.flash_attn))
+        label = Path(config.model).name + (f" + {Path(config.draft).name}" if config.draft else "")
+        identity = session_identity(config, loaded.ctx.n_ctx, loaded.flash_attn)
+        total = config.cache_disk_total_mib * MIB
+        disk = DiskStore(Path(config.cache_dir), identity, label=label, total_max_bytes=total)
     # A source's state that lives beside the target's memory (the MTP head's context and rows) comes back with the
     # target's checkpoints, else it drafts nothing there. The cache holds one attachment per context.
     attached = [src for src in loaded.sources.values() if getattr(type(src), "cache_attachment", False)]

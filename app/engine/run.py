@@ -53,12 +53,26 @@ class Run:
         """Tokens still wanted at most (the reply may end sooner)."""
         return self.request.max_tokens - len(self.generated)
 
-    def within_budget(self, tokens: list[int], piece: Callable[..., bytes]) -> int:
+    def grammar_before_step(self) -> Grammar | None:
+        """A copy of the grammar's state where a spent budget may cut this step (see within_budget), else None."""
+        if self.grammar is None or self.budget is None or self.budget.done:
+            return None
+        return self.grammar.clone()
+
+    def within_budget(self, tokens: list[int], piece: Callable[..., bytes], before: Grammar | None = None) -> int:
         """How many of a step's tokens the reasoning budget lets stay; once it is spent, the forced end is queued for
-        the next step."""
+        the next step. The grammar followed every token the step's verify accepted: where the budget keeps fewer, it
+        goes back to `before` (grammar_before_step) and takes the kept ones only."""
         if self.budget is None:
             return len(tokens)
         keep = self.budget.admit([piece(t, special=True) for t in tokens])
+        if before is not None and self.grammar is not None:
+            if keep < len(tokens):
+                self.grammar.rewind_to(before)
+                for t in tokens[:keep]:
+                    self.grammar.accept(t)
+            else:
+                before.close()
         if self.budget.due():
             self.forced = self.forced_end()
         return keep

@@ -481,13 +481,14 @@ class Session:
         n_kv = len(self.ctx.tokens)  # == len(history) - 1
         draft = self._draft(run, history)
         saved = self._checkpoint(draft)
+        grammar_before = run.grammar_before_step()
         t0 = time.perf_counter()
         verdict = self._verify(run, history, draft)
         a = verdict.n_accepted
         committed = [*draft.tokens[:a], verdict.next_token]
         # A spent reasoning budget keeps only the tokens before its forced end: the last one kept is then committed
         # but not in the KV, as the target's own token is after a rejection.
-        keep = run.within_budget(committed, self.model.vocab.piece)
+        keep = run.within_budget(committed, self.model.vocab.piece, grammar_before)
         kept = a if keep == len(committed) else keep - 1
         if kept < len(draft.tokens):
             self._restore_after_rejection(history, draft.tokens[:kept], saved)

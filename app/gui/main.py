@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import APP_NAME, __version__
+from app.engine.cache_usage import DEFAULT_TOTAL_MIB
 from app.engine.types import EngineError
 from app.gui.binding_check import binding_refcount_problem
 from app.gui.bridge import BackgroundCall
@@ -149,6 +150,9 @@ class MainWindow(QMainWindow):
         self.endpoint.state_changed.connect(lambda _on: self._update_status())
         self.models_panel = ModelsPanel()
         self.models_panel.load_requested.connect(self._load_local)
+        self.models_panel.set_cache_cap_mib(int(str(self.settings.value("cache/disk_total_mib", DEFAULT_TOTAL_MIB))))
+        self.models.cache_total_mib = self.models_panel.cache_cap_mib
+        self.models_panel.cache_cap_changed.connect(self._set_cache_cap)
         self.calibration = CalibrationPanel(settings=self.settings)
         self.calibration.recent_text = self.recent_chats_text
 
@@ -227,6 +231,11 @@ class MainWindow(QMainWindow):
                 last = self._demo_choice()  # first launch: the bundled demo model, so chat works at once
             if last is not None:
                 self.models.load(last)
+
+    def _set_cache_cap(self, mib: int) -> None:
+        """The prompt cache's cap from the Models panel: remembered, and used from the next model load on."""
+        self.settings.setValue("cache/disk_total_mib", mib)
+        self.models.cache_total_mib = mib
 
     # -- models -------------------------------------------------------------------------------------------------------
     @property

@@ -76,7 +76,7 @@ class ModelChoice:
         from app.engine.config import config_with_profile
         from app.paths import get_paths
 
-        extra.setdefault("cache_dir", str(get_paths().cache / "prompt-cache"))  # a reopened chat starts warm
+        extra.setdefault("cache_dir", str(get_paths().prompt_cache))  # a reopened chat starts warm
         return config_with_profile(
             self.model,
             self.draft,
@@ -179,6 +179,7 @@ class ModelController(QObject):
         self.owned = False  # engines passed in from outside (tests, self-test) are not ours to close
         self._call: BackgroundCall | None = None
         self._pending: ModelChoice | None = None
+        self.cache_total_mib: int | None = None  # the prompt cache's cap on disk (the Models panel's), None: default
 
     @property
     def busy(self) -> bool:
@@ -199,7 +200,9 @@ class ModelController(QObject):
         def work() -> Engine:
             from app.engine.worker import Engine
 
-            engine = Engine(choice.config())  # resolving the profile reads the device registry: off the GUI thread
+            # Resolving the profile reads the device registry: off the GUI thread.
+            extra = {} if self.cache_total_mib is None else {"cache_disk_total_mib": self.cache_total_mib}
+            engine = Engine(choice.config(**extra))
             try:
                 return engine.wait_ready()
             except BaseException:

@@ -7,6 +7,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
+    QDoubleSpinBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -18,6 +19,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.cache_usage import DEFAULT_TOTAL_MIB, enforce_total
+from app.engine.cache_usage import clear as clear_prompt_caches
+from app.engine.cache_usage import folders as prompt_caches
 from app.gui.bridge import BackgroundCall
 from app.gui.panel_support import ProgressRelay
 from app.models import catalog as model_catalog
@@ -40,6 +44,7 @@ class ModelsPanel(QWidget):
     """Catalog families and builds with badges, models already on disk, and downloads with progress."""
 
     load_requested = Signal(str)  # a local GGUF path to load
+    cache_cap_changed = Signal(int)  # the prompt cache's total cap, MiB (the main window keeps it)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -89,8 +94,52 @@ class ModelsPanel(QWidget):
         lrow.addWidget(refresh)
         lrow.addStretch(1)
         lay.addLayout(lrow)
+        lay.addLayout(self._build_prompt_cache_row())
         self._loaded = False
         self._sync()
+
+    def _build_prompt_cache_row(self) -> QHBoxLayout:
+        """What the conversation caches of every model hold on disk, their total cap, and a Clear button."""
+        self.cache_status = QLabel("")
+        self.cache_cap = QDoubleSpinBox()
+        self.cache_cap.setRange(0.0, 1024.0)
+        self.cache_cap.setDecimals(2)
+        self.cache_cap.setSuffix(" GiB")
+        self.cache_cap.setValue(DEFAULT_TOTAL_MIB / 1024)
+        self.cache_cap.setToolTip("The most all models' saved conversations may take; the least recently used go first")
+        self.cache_cap.editingFinished.connect(self._apply_cache_cap)
+        self.cache_clear_btn = QPushButton("Clear prompt cache")
+        self.cache_clear_btn.setToolTip("Remove every model's saved conversation states (the loaded model saves again)")
+        self.cache_clear_btn.clicked.connect(self.clear_prompt_cache)
+        row = QHBoxLayout()
+        row.addWidget(self.cache_status, 1)
+        row.addWidget(QLabel("at most"))
+        row.addWidget(self.cache_cap)
+        row.addWidget(self.cache_clear_btn)
+        return row
+
+    @property
+    def cache_cap_mib(self) -> int:
+        return round(self.cache_cap.value() * 1024)
+
+    def set_cache_cap_mib(self, mib: int) -> None:
+        self.cache_cap.setValue(mib / 1024)
+
+    def _apply_cache_cap(self) -> None:
+        enforce_total(get_paths().prompt_cache, self.cache_cap_mib * 1024 * 1024)
+        self.cache_cap_changed.emit(self.cache_cap_mib)
+        self._fill_prompt_cache()
+
+    def clear_prompt_cache(self) -> None:
+        clear_prompt_caches(get_paths().prompt_cache)
+        self._fill_prompt_cache()
+
+    def _fill_prompt_cache(self) -> None:
+        present = prompt_caches(get_paths().prompt_cache)
+        total = sum(f.size for f in present)
+        setups = f"{len(present)} model setup" + ("" if len(present) == 1 else "s")
+        self.cache_status.setText(f"<b>Prompt cache on disk</b>: {setups}, {_size(total)}")
+        self.cache_clear_btn.setEnabled(bool(present))
 
     def showEvent(self, e: Any) -> None:  # noqa: N802 - Qt API
         # Reading the catalog and GGUF headers is cheap but not free: only when the panel is first shown.
@@ -102,6 +151,7 @@ class ModelsPanel(QWidget):
     def refresh(self) -> None:
         self._fill_catalog()
         self._fill_local()
+        self._fill_prompt_cache()
 
     def _fill_catalog(self) -> None:
         self.tree.clear()

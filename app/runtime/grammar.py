@@ -112,6 +112,11 @@ class Grammar:
             raise GrammarError("internal: could not clone the grammar state")
         return Grammar(self.vocab_ptr, self.n_vocab, self.gbnf, self.root, _ptr=ptr)
 
+    def rewind_to(self, saved: Grammar) -> None:
+        """Take the parse state of `saved` (a clone made earlier), which is used up: undoes what was accepted since."""
+        self.close()
+        self._ptr, saved._ptr = saved._ptr, None
+
     def close(self) -> None:
         if getattr(self, "_ptr", None):
             L.llama_sampler_free(self._ptr)

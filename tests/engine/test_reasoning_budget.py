@@ -82,6 +82,31 @@ def test_a_grammar_that_refuses_the_forced_end_leaves_the_block_to_end_by_itself
     assert "</think>" not in refuses.text
 
 
+COUNT = "one two three four five six seven eight nine ten eleven twelve"
+
+
+@pytest.mark.parametrize("spec", [SpecSettings("none", 0), SpecSettings("lookup", 8), SpecSettings("draft", 4)])
+def test_a_budget_cut_inside_a_drafted_step_keeps_the_grammar_on_the_committed_tokens(
+    session: Session, spec: SpecSettings
+) -> None:
+    """The grammar follows every token a step's verify accepts; a budget spent inside that step keeps fewer of them
+    (here the grammar refuses the forced end, so the block goes on by itself). The grammar must then stand where the
+    committed text ends: a grammar of one fixed sentence gives that sentence whole, whatever the step cut."""
+    req = GenerationRequest(
+        messages=({"role": "user", "content": f"Count in words: {COUNT}."},),
+        max_tokens=40,
+        sampling=SamplingParams(temperature=0.0),
+        speculative=spec,
+        reasoning_budget=2,
+        grammar=f'root ::= "{COUNT}."',
+    )
+    out = [e for e in session.generate(req) if isinstance(e, DoneEvent)][0].summary
+    assert out.reasoning is not None and not out.reasoning["forced"]  # refused by the grammar: nothing forced
+    assert out.text == f"{COUNT}.", (spec.label(), out.text)
+    if spec.source == "lookup":
+        assert out.timings.draft_n_accepted > 2  # drafted steps did run past the budget's point
+
+
 def test_the_engine_default_applies_when_a_request_gives_none(smollm2_path: Path) -> None:
     s = Session(EngineConfig(model=str(smollm2_path), n_ctx=1024, chat_template=THINK_TEMPLATE, reasoning_budget=3))
     try:

@@ -80,10 +80,10 @@ def test_cli_journey_generate_calibrate_serve_on_the_fork(
     answered = json.loads(out.stdout)
     assert answered["text"].strip() and answered["dynamic_draft"]["reason"] == "no_table"
     assert answered["dynamic_draft"]["runtime"]["kind"] == "llama-server"
-    # Calibrate through the fork (short prompts and replies, a one-minute budget): the table names this binary in its
+    # Calibrate through the fork (short prompts and replies, an 18-second budget): the table names this binary in its
     # fingerprint.
     cal = ["calibrate", "--quick", "--model", model, "--draft", draft, "--server-binary", fork_server_binary]
-    cal += ["--contexts", "64,160", "--gen-tokens", "16", "--budget-min", "1"]
+    cal += ["--contexts", "64,160", "--gen-tokens", "16", "--budget-min", "0.3"]
     out = _dd(*cal, "--json", *RUN, timeout=600)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
