@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -10,6 +12,7 @@ from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
+    QFileDialog,
     QHBoxLayout,
     QInputDialog,
     QLabel,
@@ -23,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.types import GenerationSummary
+from app.gui import chat_export
 from app.gui.bridge import GenerationBridge
 from app.gui.chat_request import DEFAULT_CHAT_SETTINGS, build_request, chat_settings, context_used, reply_stats
 from app.gui.chat_settings import ConversationSettingsDialog
@@ -103,6 +107,7 @@ class ChatPanel(QWidget):
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.rename_requested.connect(self.rename_conversation)
         self.conversations.delete_requested.connect(self.delete_conversation)
+        self.conversations.export_requested.connect(self.export_conversation)
 
     def _build_header(self) -> QHBoxLayout:
         """The title row: the conversation's title, the highlight switch and the settings button."""
@@ -265,6 +270,44 @@ class ChatPanel(QWidget):
             if self.conv is not None and self.conv.id == conversation_id:
                 self.conv = self.store.get_conversation(conversation_id)
                 self.title.setText(self.conv.title if self.conv else "")
+
+    def export_conversation(self, conversation_id: int | None = None) -> Path | None:
+        """Save a chat (the open one by default) as Markdown or JSON, the format chosen by the file's suffix."""
+        conv = self.store.get_conversation(conversation_id if conversation_id is not None else self._conv_id())
+        if conv is None:
+            return None
+        name = re.sub(r"[^\w\- ]+", "", conv.title).strip() or "chat"
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export chat", str(Path.home() / f"{name}.md"), "Markdown (*.md);;JSON, imports back (*.json)"
+        )
+        if not path:
+            return None
+        out = Path(path)
+        messages = self.store.messages(conv.id)
+        write = chat_export.to_json if out.suffix.lower() == ".json" else chat_export.to_markdown
+        try:
+            out.write_text(write(conv, messages), encoding="utf-8")
+        except OSError as e:
+            QMessageBox.warning(self, "Export chat", f"Could not write {out}: {e.strerror or e}")
+            return None
+        return out
+
+    def import_conversation(self) -> Conversation | None:
+        """Open a chat exported as JSON as a new chat (nothing existing is replaced)."""
+        path, _ = QFileDialog.getOpenFileName(self, "Import chat", str(Path.home()), "DynaDraft chat (*.json)")
+        if not path:
+            return None
+        try:
+            conv = chat_export.import_json(self.store, Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, chat_export.ChatImportError) as e:
+            QMessageBox.warning(self, "Import chat", f"Could not import {Path(path).name}: {e}")
+            return None
+        self.conversations.reload()
+        self.open_conversation(conv.id)
+        return conv
+
+    def _conv_id(self) -> int:
+        return self.conv.id if self.conv is not None else -1
 
     def delete_conversation(self, conversation_id: int, confirm: bool = True) -> None:
         if self.reply is not None and self.reply.conversation_id == conversation_id:

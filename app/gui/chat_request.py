@@ -9,7 +9,7 @@ from app.engine.types import DynamicDraftRecord, GenerationRequest, GenerationSu
 from app.gui.store import Conversation, Message
 from app.runtime.sampling import SamplingParams
 from app.speculative import registry
-from app.speculative.registry import from_intent
+from app.speculative.registry import POOL, from_intent
 from app.speculative.settings import DEFAULT_N_MAX, DEFAULT_P_MIN, PLAIN, SpecSettings
 
 DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
@@ -28,6 +28,7 @@ DEFAULT_CHAT_SETTINGS: dict[str, Any] = {
     "spec_n_max": DEFAULT_N_MAX,
     "spec_p_min": DEFAULT_P_MIN,  # was 0.5 here and 0.0 in HTTP/CLI: one default now (see speculative/settings.py)
     "spec_cost_stop": False,  # the cost stop (SpecSettings.cost_stop) for an explicit source
+    "spec_adaptive": False,  # adaptive draft length (SpecSettings.adaptive): n_max is then the ceiling
     # A chat longer than the context window leaves out its oldest turns (GenerationRequest.context_overflow), as
     # LM Studio's rolling window does; "error" stops it with the engine's message instead.
     "context_overflow": "drop_oldest",
@@ -52,11 +53,14 @@ CONTEXT_OVERFLOW = {
 """The choices for a chat that outgrows the context window, as the settings dialog names them."""
 
 
+POOL_LABEL = "Pool (the source chosen each step)"
+
+
 def spec_modes() -> dict[str, str]:
-    """The speculation choices of a conversation: auto, off, then every registered draft source by its label."""
-    return {"auto": "Auto (Dynamic Draft)", "off": "Off (plain decoding)"} | {
-        cls.name: cls.label for cls in registry.sources()
-    }
+    """The speculation choices of a conversation: auto, off, every registered draft source by its label, then the
+    pool (the source chosen each step among those loaded)."""
+    sources = {cls.name: cls.label for cls in registry.sources()}
+    return {"auto": "Auto (Dynamic Draft)", "off": "Off (plain decoding)"} | sources | {POOL: POOL_LABEL}
 
 
 def chat_settings(conv: Conversation) -> dict[str, Any]:
@@ -76,6 +80,7 @@ def spec_from_settings(s: dict[str, Any]) -> SpecSettings | None:
         n_max=int(s["spec_n_max"]),
         p_min=float(s["spec_p_min"]),
         cost_stop=bool(s.get("spec_cost_stop", False)),
+        adaptive=bool(s.get("spec_adaptive", False)),
     )
 
 

@@ -88,6 +88,7 @@ class ConversationSettingsDialog(QDialog):
         """The speculation mode (sources this model can't use shown but disabled) and the draft limits."""
         self.spec_mode = QComboBox()
         self.spec_mode.setObjectName("spec_mode")
+        loaded = sources if sources is not None else (["draft"] if has_draft else [])  # what the pool may choose
         for key, label in spec_modes().items():
             self.spec_mode.addItem(label, key)
             tip = None
@@ -96,6 +97,8 @@ class ConversationSettingsDialog(QDialog):
             elif key in registry.names() and sources is not None and key not in sources:
                 # e.g. the MTP head, offered only when the loaded GGUF carries MTP layers
                 tip = f"The loaded model does not offer this ({label})"
+            elif key == registry.POOL and registry.unavailable(key, loaded):
+                tip = "Load a draft model (or a model with an MTP head): the pool has nothing to choose besides lookup"
             if tip:
                 idx = self.spec_mode.count() - 1
                 self.spec_mode.model().item(idx).setEnabled(False)  # type: ignore[attr-defined]
@@ -103,6 +106,12 @@ class ConversationSettingsDialog(QDialog):
         self.spec_mode.setCurrentIndex(max(0, self.spec_mode.findData(s["spec_mode"])))
         self.spec_n_max = _ispin(1, 64, s["spec_n_max"], "deepest draft per step")
         self.spec_p_min = _dspin(0, 1, 0.05, s["spec_p_min"], "stop drafting below this draft probability")
+        self.spec_adaptive = QCheckBox("Adaptive length")
+        self.spec_adaptive.setObjectName("spec_adaptive")
+        self.spec_adaptive.setChecked(bool(s["spec_adaptive"]))
+        self.spec_adaptive.setToolTip(
+            "set each step's draft length from the acceptance measured so far (n_max caps it)"
+        )
         self.spec_cost_stop = QCheckBox("Cost stop")
         self.spec_cost_stop.setObjectName("spec_cost_stop")
         self.spec_cost_stop.setChecked(bool(s["spec_cost_stop"]))
@@ -160,7 +169,10 @@ class ConversationSettingsDialog(QDialog):
         form.addRow("Thinking", self.thinking)
         form.addRow("Thinking budget", self.reasoning_budget)
         form.addRow("Speculation", self.spec_mode)
-        form.addRow("Draft depth (n_max)", self.spec_n_max)
+        depth_row = QHBoxLayout()
+        depth_row.addWidget(self.spec_n_max, 1)
+        depth_row.addWidget(self.spec_adaptive)
+        form.addRow("Draft depth (n_max)", depth_row)
         p_min_row = QHBoxLayout()
         p_min_row.addWidget(self.spec_p_min, 1)
         p_min_row.addWidget(self.spec_cost_stop)
@@ -184,6 +196,7 @@ class ConversationSettingsDialog(QDialog):
             "spec_n_max": self.spec_n_max.value(),
             "spec_p_min": self.spec_p_min.value(),
             "spec_cost_stop": self.spec_cost_stop.isChecked(),
+            "spec_adaptive": self.spec_adaptive.isChecked(),
             "context_overflow": self.context_overflow.currentData(),
             "thinking": self.thinking.currentData(),
             "reasoning_budget": self.reasoning_budget.value(),

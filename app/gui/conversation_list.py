@@ -20,12 +20,13 @@ from app.gui.store import ChatStore
 
 
 class ConversationList(QWidget):
-    """Search box, New button and the conversations (newest first); right-click to rename or delete."""
+    """Search box, New button and the conversations (newest first); right-click to rename, export or delete."""
 
     selected = Signal(int)
     new_requested = Signal()
     rename_requested = Signal(int)
     delete_requested = Signal(int)
+    export_requested = Signal(int)
 
     def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -80,5 +81,6 @@ class ConversationList(QWidget):
         cid = int(it.data(Qt.ItemDataRole.UserRole))
         menu = QMenu(self)
         menu.addAction("Rename…", lambda: self.rename_requested.emit(cid))
+        menu.addAction("Export…", lambda: self.export_requested.emit(cid))
         menu.addAction("Delete", lambda: self.delete_requested.emit(cid))
         menu.exec(self.list.mapToGlobal(pos))

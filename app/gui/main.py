@@ -53,6 +53,8 @@ from app.gui.plots import LivePlots
 from app.gui.store import open_store
 from app.paths import get_paths
 from app.runtime.device import FLASH_ATTN_MODES
+from app.runtime.process_memory import describe as describe_memory
+from app.runtime.process_memory import resident_bytes
 
 if TYPE_CHECKING:  # the engine (and llama.cpp) is imported only where a model is loaded
     from app.engine.worker import Engine
@@ -109,6 +111,7 @@ class MainWindow(QMainWindow):
         self.models = ModelController(self)
         self.models.loading.connect(self._on_loading)
         self.models.loaded.connect(self._on_loaded)
+        self.models.unloaded.connect(self._on_unloaded)
         self.models.failed.connect(self._on_load_failed)
 
         self._build_tabs()
@@ -180,6 +183,10 @@ class MainWindow(QMainWindow):
         self.demo_action.setEnabled(demo_path() is not None)
         self.demo_action.triggered.connect(self.load_demo)
         m.addAction(self.demo_action)
+        self.unload_action = QAction("&Unload model", self)
+        self.unload_action.setToolTip("Close the model and free its memory")
+        self.unload_action.triggered.connect(self.models.unload)
+        m.addAction(self.unload_action)
         m.addSeparator()
         quit_act = QAction("&Quit", self)
         quit_act.setShortcut(QKeySequence.StandardKey.Quit)
@@ -195,6 +202,13 @@ class MainWindow(QMainWindow):
         stop = QAction("&Stop generating", self)
         stop.triggered.connect(self.chat.stop)
         c.addAction(stop)
+        c.addSeparator()
+        self.export_action = QAction("&Export chat…", self)
+        self.export_action.triggered.connect(lambda: self.chat.export_conversation())
+        c.addAction(self.export_action)
+        self.import_action = QAction("&Import chat…", self)
+        self.import_action.triggered.connect(self.chat.import_conversation)
+        c.addAction(self.import_action)
 
     def _build_status_bar(self) -> None:
         """The permanent labels, kept current by the chat's replies, a 500 ms timer and an off-thread backend probe."""
@@ -205,7 +219,10 @@ class MainWindow(QMainWindow):
         self.st_ctx = QLabel("")
         self.st_queue = QLabel("queue 0")
         self.st_endpoint = QLabel("endpoint off")
-        for w in (self.st_backend, self.st_model, self.st_ctx, self.st_dd, self.st_queue, self.st_endpoint):
+        self.st_memory = QLabel("")
+        self.st_memory.setToolTip("this app's resident memory: a loaded model's weights and contexts")
+        labels = (self.st_backend, self.st_model, self.st_ctx, self.st_dd, self.st_queue, self.st_endpoint)
+        for w in (*labels, self.st_memory):
             w.setStyleSheet("padding: 0 6px;")
             sb.addPermanentWidget(w)
         self.chat.reply_finished.connect(self._on_reply)
@@ -224,7 +241,7 @@ class MainWindow(QMainWindow):
             self.models.adopt(engine, ModelChoice(model_label or "model", demo=False))
             if model_label:
                 self.st_model.setText(model_label)
-            self.chat.set_engine(engine, has_draft)
+            self.chat.set_engine(engine, has_draft, sources=engine.draft_sources())
         elif autoload:
             last = self._saved_choice()
             if last is None and self._first_run():
@@ -306,6 +323,16 @@ class MainWindow(QMainWindow):
     def _on_loading(self, label: str) -> None:
         self.st_model.setText(f"Loading {label}…")
         self.welcome.set_status(f"Loading {label}…", busy=True)
+
+    def _on_unloaded(self) -> None:
+        """No model now: the chat, endpoint and calibration let go of it; the status bar's RAM figure shows it freed."""
+        self.chat.set_engine(None)
+        self.endpoint.set_engine(None)
+        self.calibration.set_engine(None)
+        self.st_model.setText("No model (unloaded)")
+        self.st_model.setToolTip("")
+        self.statusBar().showMessage(f"Model unloaded (before: {describe_memory(resident_bytes())})", 15_000)
+        self._update_status()
 
     def _on_loaded(self, engine: Engine, choice: ModelChoice) -> None:
         # The ring's tap runs on the engine thread for every event (GUI and endpoint requests alike): O(1) appends.
@@ -404,6 +431,8 @@ class MainWindow(QMainWindow):
 
     def _update_status(self) -> None:
         eng = self.engine
+        self.st_memory.setText(describe_memory(resident_bytes()))
+        self.unload_action.setEnabled(eng is not None)
         self.st_queue.setText(f"queue {eng.queue_depth}" if eng is not None else "queue –")
         self._show_context_fill(eng)
         ep = self.endpoint

@@ -170,7 +170,7 @@ class ModelController(QObject):
     loading = Signal(str)  # label
     loaded = Signal(object, object)  # Engine, ModelChoice
     failed = Signal(str, object)  # message, ModelChoice
-    unloaded = Signal()
+    unloaded = Signal()  # unload(): no model now (a model replaced by another emits loaded only)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -226,14 +226,20 @@ class ModelController(QObject):
         self._pending = None
         self.failed.emit(message, choice)
 
+    def unload(self) -> None:
+        """Close the loaded model and free its memory, with none in its place (Model ▸ Unload model)."""
+        if self.engine is None or self._pending is not None:
+            return
+        self._retire()
+        self.choice = None
+        self.unloaded.emit()
+
     def _retire(self) -> None:
         old, owned = self.engine, self.owned
         self.engine = None
         if old is not None and owned:
             # Closing joins the engine thread (it may be finishing a request): never on the GUI thread.
             threading.Thread(target=old.close, name="dynadraft-gui-unload", daemon=True).start()
-        if old is not None:
-            self.unloaded.emit()
 
     def shutdown(self, timeout: float = 10.0) -> None:
         if self._call is not None:

@@ -142,13 +142,16 @@ def _build(raw: dict[str, Any], family: str) -> Build:
         sha = raw.get("sha256")
         if sha is not None and not re.fullmatch(r"[0-9a-f]{64}", sha):
             raise CatalogError(f"{raw['id']}: sha256 must be 64 lowercase hex digits or null")
+        files = tuple(raw.get("files") or ())
+        if not files:  # a build nobody can pull: the user is told to give REPO:FILE instead
+            raise CatalogError(f"{raw['id']}: lists no files (name its GGUF files, or pull it as REPO:FILE)")
         return Build(
             id=raw["id"],
             family=family,
             format=raw["format"],
             source=raw.get("source", "hub"),
             repo=raw.get("repo"),
-            files=tuple(raw.get("files") or ()),
+            files=files,
             size=raw.get("size"),
             sha256=sha,
             # A build claiming verification without a hash would be a lie the download code can't check.

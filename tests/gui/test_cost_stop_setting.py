@@ -48,3 +48,34 @@ def test_the_cost_stop_checkbox_reaches_the_request(make_window, gui_engine, qtb
             assert w.chat.send("Repeat: one two three one two three")
         saved = blocker.args[0]
         assert saved is not None and saved.stats["spec"] == label
+
+
+def test_adaptive_length_reaches_the_request_and_the_pool_waits_for_a_source(make_window, gui_engine, qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The pool is offered (disabled, saying why, where only prompt lookup is loaded) and adaptive length is a
+    checkbox beside the depth: clicked in the real dialog, it reaches the request."""
+    w: MainWindow = make_window(engine=gui_engine)
+    w.chat.new_conversation()
+    w.chat.apply_settings(None, {"temperature": 0.0, "max_tokens": 12})
+    seen: list[str] = []
+
+    def drive() -> None:
+        dlg = QApplication.activeModalWidget()
+        assert isinstance(dlg, ConversationSettingsDialog)
+        try:  # a failed check still closes the dialog (else exec() never returns)
+            pool = dlg.spec_mode.findData("pool")
+            assert pool >= 0 and not dlg.spec_mode.model().item(pool).isEnabled()  # type: ignore[attr-defined]
+            seen.append(str(dlg.spec_mode.itemData(pool, Qt.ItemDataRole.ToolTipRole)))
+            dlg.spec_mode.setCurrentIndex(dlg.spec_mode.findData("lookup"))
+            box = dlg.findChild(QCheckBox, "spec_adaptive")
+            assert box is not None and not box.isChecked()
+            qtbot.mouseClick(box, Qt.MouseButton.LeftButton)
+        finally:
+            dlg.accept()
+
+    QTimer.singleShot(200, drive)
+    qtbot.mouseClick(w.chat.settings_btn, Qt.MouseButton.LeftButton)
+    assert seen and "draft model" in seen[0]
+    assert w.chat.conv is not None and w.chat.conv.settings["spec_adaptive"] is True
+    with qtbot.waitSignal(w.chat.reply_finished, timeout=120_000) as blocker:
+        assert w.chat.send("Repeat: one two three one two three")
+    assert blocker.args[0] is not None and blocker.args[0].stats["spec"] == "lookup n8,p0 adaptive"

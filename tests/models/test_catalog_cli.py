@@ -33,6 +33,7 @@ def test_bundled_catalog_is_honest() -> None:
     builds = cat.builds
     assert len(builds) == sum(len(f.builds) for f in cat.families.values())  # ids are unique
     for b in builds.values():
+        assert b.files, b.id  # every shipped build can be pulled by its id
         if b.verified:
             assert b.sha256 and b.size, b.id
         else:
@@ -130,8 +131,15 @@ def test_pull_cli_progress_bar_and_errors(hub: FakeHub, capsys: pytest.CaptureFi
     assert run_pull(_pull(["org/r:missing.gguf", "--endpoint", hub.base])) == 1
     assert "not found" in capsys.readouterr().err
     assert run_pull(_pull(["no-such-id"])) == 2
-    assert run_pull(_pull(["qwen3.8-27b-rocmfpx"])) == 1
-    assert "file names not known" in capsys.readouterr().err
+
+
+def test_a_catalog_build_without_files_is_refused_with_the_way_out() -> None:
+    family = {"id": "x", "name": "X", "builds": [{"id": "x-q4", "format": "Q4_0", "repo": "me/x", "files": []}]}
+    path = get_paths().config / "bad-catalog.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"schema": 1, "families": [family]}))
+    with pytest.raises(CatalogError, match="x-q4: lists no files .*REPO:FILE"):
+        load_catalog(path, include_user=False)
 
 
 def test_models_cli_inspect_fork_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
