@@ -49,5 +49,6 @@ WORKERS=${DYNADRAFT_TEST_WORKERS:-$(.venv/bin/python -c 'from app.runtime.thread
 step "pytest ($WORKERS workers)" "the failures are listed above"
 # Exit code 5 means pytest collected no test: that is a failure here, as for any other non-zero code. The 20 slowest
 # tests are listed at the end, so a run that grows shows where.
-.venv/bin/python -m pytest -q -n "$WORKERS" --dist loadfile --durations=20 "$@"
+# --no-loadscope-reorder: files go out in collection order, which tests/conftest.py starts with the longest ones.
+.venv/bin/python -m pytest -q -n "$WORKERS" --dist loadfile --no-loadscope-reorder --durations=20 "$@"
 step "done"

@@ -29,7 +29,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The files that take longest (scripts/test.sh's --durations list), run first: pytest-xdist hands whole files to
-# the workers in collection order (--dist loadfile), so a long file collected last keeps one worker busy while the
+# the workers in collection order (--dist loadfile --no-loadscope-reorder; its default order is by test count, which
+# put the fork journey's three tests near the end), so a long file sent out last keeps one worker busy while the
 # others have finished. Longest first, the end of the run is short files on every worker.
 LONGEST_FIRST = (
     "tests/models/test_rocmfpx_fork.py",
