@@ -16,7 +16,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 
 from app.calibration.runner import (
-    FIXED_BASELINE,
     CalibrationCancelled,
     Plan,
     Progress,
@@ -27,6 +26,7 @@ from app.calibration.runner import (
     corpus_text,
     counted,
     plan_for,
+    report_baseline,
 )
 from app.engine.runtime import Runtime, ServerStarts, SweepAccess
 from app.engine.types import EngineError, GenerationSummary
@@ -125,7 +125,7 @@ def run_external_calibration(
         notes=f"llama-server ({mode}): {counted(len(plan.contexts), 'context')}, {plan.gen_tokens} generated tokens, "
         f"{counted(plan.repeats, 'repeat')}, greedy",
     )
-    rows = comparison_rows(table, fixed=FIXED_BASELINE if runtime.config.draft is not None else None)
+    rows = comparison_rows(table, fixed=report_baseline(table))
     saved = access.store.save(table, activate=True) if not dry_run else None
     runtime.reload_policy()  # back to what the (new) table says the server runs: may restart it
     return Result(

@@ -27,13 +27,16 @@ from app.engine.types import DoneEvent, EngineError, GenerationRequest, Generati
 from app.policy.content_class import CHAT, TABLE_CLASSES
 from app.policy.report import ComparisonRow, class_comparison_rows, comparison_rows, to_csv, to_markdown
 from app.policy.store import TableStore
-from app.policy.table import FrontierTable, Measurement, build_rows, new_table, ranges_from_points
+from app.policy.table import FrontierTable, Measurement, build_rows, new_table, normalize, ranges_from_points
 from app.runtime.sampling import SamplingParams
 from app.speculative import registry
 from app.speculative.exactness import compare_outputs
+from app.speculative.mtp import MtpSource
 from app.speculative.settings import PLAIN, SpecSettings
 
 FIXED_BASELINE = SpecSettings(source="draft", n_max=2, p_min=0.0)  # the seed's fixed "n2,p0.0"
+# The report's static baselines, in order (report_baseline): the draft model's n2,p0, else the MTP head's.
+BASELINES = (FIXED_BASELINE, FIXED_BASELINE.with_(source=MtpSource.name))
 INSTRUCTION = GENERAL_INSTRUCTION
 
 
@@ -374,7 +377,7 @@ class PromptSweep:
             s
             for s in self.usable
             if s.is_plain
-            or s == FIXED_BASELINE
+            or s in BASELINES
             or (samples.get((key, s)) and samples[(key, s)][0] >= self.plan.prune_ratio * best)
         ]
         for _ in range(self.plan.repeats - 1):
@@ -460,11 +463,20 @@ def _prompts_each(n: int) -> str:
 
 
 def report_rows(table: FrontierTable) -> list[ComparisonRow]:
-    """The static-vs-DD report of a table, as the CLI prints it and the app shows it: static is the fixed n2,p0
-    baseline when the table measured a draft model, else the best static setting."""
-    has_draft = any(r.setting.source in ("draft", "pool") for r in table.rows)
-    fixed = FIXED_BASELINE if has_draft else None
+    """The static-vs-DD report of a table, as the CLI prints it and the app shows it, against report_baseline."""
+    fixed = report_baseline(table)
     return comparison_rows(table, fixed=fixed) + class_comparison_rows(table, fixed=fixed)
+
+
+def report_baseline(table: FrontierTable) -> SpecSettings | None:
+    """What "static" means in the report: the fixed n2,p0 of the draft model where the table measured it, else of the
+    MTP head (an MTP model without a draft), else None: the table's best static setting. Never a setting the table
+    has no row of, whose gains could only read n/a."""
+    measured = {normalize(r.setting) for r in table.rows if r.safe}
+    for fixed in BASELINES:
+        if normalize(fixed) in measured:
+            return fixed
+    return None
 
 
 Cell = tuple[str | None, int]
