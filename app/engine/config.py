@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from app.engine.cache_usage import DEFAULT_TOTAL_MIB
 from app.engine.profile import EngineProfile
+from app.speculative import registry
 from app.speculative.settings import PLAIN, SpecSettings
 
 MTP_MODES = ("auto", "on", "off")
@@ -40,8 +42,10 @@ class EngineConfig:
     # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
     # "on" refuses a GGUF without, "off" never loads it (saves the head's weights and its context).
     mtp: str = "auto"
-    # Used when neither the request nor Dynamic Draft chooses: llama.cpp's speculative defaults.
+    # Used when neither the request nor Dynamic Draft chooses (no table, DD off): None picks by what is loaded
+    # (default_spec_for). default_cost_stop: that default stops drafts by measured cost instead of p_min (--cost-stop).
     default_spec: SpecSettings | None = None
+    default_cost_stop: bool = False
     # An external (fork) llama-server binary to run the model with instead of the bundled library (app/engine/external)
     server_binary: str | None = None
     chat_template: str | None = None  # a Jinja chat template used instead of the GGUF's own (--chat-template-file)
@@ -66,10 +70,29 @@ class EngineConfig:
         or "off" (never load what it needs). Only the MTP head has a setting (`mtp`, --mtp); every other is "auto"."""
         return self.mtp if name == "mtp" else "auto"
 
-    def resolved_default_spec(self, has_draft: bool) -> SpecSettings:
-        if self.default_spec is not None:
-            return self.default_spec
-        return SpecSettings(source="draft", n_max=16, n_min=0, p_min=0.75) if has_draft else PLAIN
+    def resolved_default_spec(self, sources: Collection[str]) -> SpecSettings:
+        """What runs when neither the request nor Dynamic Draft chooses, given the draft `sources` loaded."""
+        return self.default_with_basis(sources)[0]
+
+    def default_with_basis(self, sources: Collection[str]) -> tuple[SpecSettings, str]:
+        """(the default setting, why it is the default: the decision record's `default_basis`)."""
+        spec, basis = (self.default_spec, "configured default") if self.default_spec else default_spec_for(sources)
+        if self.default_cost_stop and not spec.is_plain:
+            # The cost stop replaces the default's fixed confidence stop rather than adding to it.
+            spec, basis = spec.with_(cost_stop=True, p_min=0.0), basis + ", cost stop"
+        return spec, basis
+
+
+def default_spec_for(sources: Collection[str]) -> tuple[SpecSettings, str]:
+    """The engine default by what is loaded: a draft model drafts as llama-server's -md does (n16, p_min 0.75); else
+    the model's own MTP head drafts with adaptive depth up to its default (3, as llama.cpp's MTP examples), which
+    drops to plain where acceptance does not pay; else plain decoding (prompt lookup only where a table or the
+    request asks: on prose it rarely finds a match and each miss costs a verify)."""
+    if "draft" in sources:
+        return SpecSettings(source="draft", n_max=16, n_min=0, p_min=0.75), "draft default"
+    if "mtp" in sources:
+        return SpecSettings(source="mtp", n_max=registry.default_n_max("mtp"), adaptive=True), "mtp default"
+    return PLAIN, "plain default"
 
 
 def config_with_profile(model: str, draft: str | None, profile: EngineProfile, **extra: Any) -> EngineConfig:

@@ -62,10 +62,11 @@ _TIMING_FIELDS = tuple(Timings.__dataclass_fields__)
 NO_TABLE_MESSAGE = "no calibration table for this model on this llama-server yet: the configured default runs"
 
 
-def start_settings(config: EngineConfig, caps: DraftCaps) -> SpecSettings:
+def start_settings(config: EngineConfig, caps: DraftCaps, sources: Sequence[str]) -> SpecSettings:
     """The draft flags the server starts with: the draft allocation (caps.n_max, as the bundled engine allocates)
-    with the configured default's n_min/p_min. A build that ignores per-request fields runs these for every request."""
-    default = caps.clamp(config.resolved_default_spec(config.draft is not None))
+    with the default's n_min/p_min for the draft `sources` it offers. A build that ignores per-request fields runs
+    these for every request."""
+    default = caps.clamp(config.resolved_default_spec(sources))
     return PLAIN if default.is_plain else default.with_(n_max=caps.n_max, n_min=min(default.n_min, caps.n_max))
 
 
@@ -191,7 +192,14 @@ class ExternalSession:
             raise EngineError(NO_BUDGET)
         self.config = config
         self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), config.draft is not None)
-        self.base_settings = start_settings(config, self._caps)  # what the server starts with when no table applies
+        # The draft model when one is configured; prompt lookup where the build has n-gram drafting.
+        binary = server.spec.binary if server is not None else config.server_binary
+        assert binary is not None
+        lookup = LOOKUP_SPEC_TYPE in spec_types(binary)
+        self._sources = ((DraftModelSource.name,) if config.draft is not None else ()) + (
+            (PromptLookupSource.name,) if lookup else ()
+        )
+        self.base_settings = start_settings(config, self._caps, self._sources)  # the start when no table applies
         self.start_settings = self.base_settings  # what the running server was started with
         self.lifetime: SpecSettings | None = None  # the table's one setting, when per-request fields are ignored
         self.server = server or ExternalServer(server_spec(config, self.start_settings))
@@ -201,12 +209,7 @@ class ExternalSession:
             raise EngineError(str(e)) from e
         assert self.server.features is not None
         self.features: ServerFeatures = self.server.features
-        # The draft model when one is configured; prompt lookup where the build has n-gram drafting.
-        lookup = LOOKUP_SPEC_TYPE in spec_types(self.server.spec.binary)
-        self._sources = ((DraftModelSource.name,) if config.draft is not None else ()) + (
-            (PromptLookupSource.name,) if lookup else ()
-        )
-        self.policy = policy_without_table(config, NO_TABLE_MESSAGE)
+        self.policy = policy_without_table(config, NO_TABLE_MESSAGE, self._sources)
         self.dd_status = NO_TABLE_MESSAGE
         self.window = RollingWindow()  # where long chats are cut, so the server's slot reuses the cached window
         try:
@@ -230,6 +233,11 @@ class ExternalSession:
     @property
     def caps(self) -> DraftCaps:
         return self._caps
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The draft sources this server offers (capabilities.sources)."""
+        return self._sources
 
     @property
     def n_ctx(self) -> int:

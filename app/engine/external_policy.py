@@ -49,6 +49,9 @@ class ServerRun(Protocol):
     @property
     def caps(self) -> DraftCaps: ...
 
+    @property
+    def sources(self) -> tuple[str, ...]: ...
+
 
 @lru_cache(maxsize=16)
 def _help_text(binary: str, mtime_ns: int) -> str:
@@ -159,20 +162,14 @@ def lifetime_setting(policy: DynamicDraftPolicy, caps: DraftCaps) -> SpecSetting
 
 def load_policy(session: ServerRun) -> tuple[DynamicDraftPolicy, str, SpecSettings | None]:
     """(policy, status line, lifetime setting) from this runtime's active table; never raises for a bad table."""
-    from app.engine.request_policy import policy_without_table
+    from app.engine.request_policy import policy_with_default, policy_without_table
 
     store = external_store(session)
     if store.active_id() is None:
         msg = "no calibration table for this model on this llama-server yet: run a calibration"
-        return policy_without_table(session.config, msg), msg, None
+        return policy_without_table(session.config, msg, session.sources), msg, None
     fingerprint = external_fingerprint(session)
     result = store.load_active(fingerprint)
-    policy = DynamicDraftPolicy.from_load_result(
-        result,
-        fingerprint,
-        default=session.config.resolved_default_spec(session.config.draft is not None),
-        enabled=session.config.dynamic_draft,
-        force=session.config.dd_force,
-    )
+    policy = policy_with_default(session.config, session.sources, result.table, fingerprint, result.message)
     per_request = set(SPECULATIVE_FIELDS) <= set(session.features.speculative)
     return policy, result.message, None if per_request else lifetime_setting(policy, session.caps)

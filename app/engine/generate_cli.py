@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Collection
+from dataclasses import replace
 
 from app.engine.config_args import config_from_args
 from app.engine.types import DoneEvent, EngineError, GenerationRequest, InvalidRequest, StepEvent, TextEvent
@@ -28,8 +30,9 @@ def source_from_args(args: argparse.Namespace) -> str | None:
     return args.source if args.source is not None else alias
 
 
-def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
-    """The request-level override the flags ask for, or None to let Dynamic Draft / defaults decide."""
+def spec_from_args(args: argparse.Namespace, loaded: Collection[str] = ()) -> SpecSettings | None:
+    """The request-level override the flags ask for, or None to let Dynamic Draft / defaults decide; a depth or
+    p_min without a source drafts with the `loaded` sources' default (registry.default_source)."""
     if args.no_spec:
         return PLAIN
     source = source_from_args(args)
@@ -40,7 +43,7 @@ def spec_from_args(args: argparse.Namespace) -> SpecSettings | None:
         return None
     return from_intent(  # a source's own default depth where --spec-n-max is not given (registry.default_n_max)
         source,
-        draft_loaded=args.draft is not None,
+        loaded=loaded,
         n_max=args.spec_n_max,
         n_min=args.spec_n_min,
         p_min=args.spec_p_min,
@@ -58,7 +61,7 @@ def run_generate(args: argparse.Namespace) -> int:
     try:
         sampling = sampling_from_args(args)
         breakers = sampler_flags.breakers(args)
-        spec = spec_from_args(args)
+        spec = spec_from_args(args, ("draft",) if args.draft else ())  # checked now, resolved once loaded
         messages: list[dict[str, str]] = []
         if args.system:
             messages.append({"role": "system", "content": args.system})
@@ -90,6 +93,8 @@ def run_generate(args: argparse.Namespace) -> int:
     try:
         with Engine(config) as engine:
             print_context_notes(engine, "dynadraft generate")
+            if spec is not None and source_from_args(args) is None:  # the loaded sources decide the source
+                request = replace(request, speculative=spec_from_args(args, engine.draft_sources()))
             handle = engine.submit(request)
             summary = None
             for ev in handle.events():

@@ -9,19 +9,35 @@ from app.engine.types import DynamicDraftRecord, GenerationRequest, InvalidReque
 from app.policy.content_class import RequestClass, last_user_text
 from app.policy.dynamic import DecisionRecord, DraftCaps, DynamicDraftPolicy
 from app.policy.edit_kind import classify_request
+from app.policy.fingerprint import Fingerprint
+from app.policy.table import FrontierTable
 from app.speculative import registry
 from app.speculative.settings import SpecSettings
 
 
-def policy_without_table(config: EngineConfig, message: str) -> DynamicDraftPolicy:
-    """The policy before (or without) a calibration table: DD decides "no_table" and the configured default runs."""
+def policy_without_table(config: EngineConfig, message: str, sources: Collection[str]) -> DynamicDraftPolicy:
+    """The policy before (or without) a calibration table: DD decides "no_table" and the engine default for the
+    loaded draft `sources` runs (EngineConfig.default_with_basis)."""
+    return policy_with_default(config, sources, None, None, load_message=message)
+
+
+def policy_with_default(
+    config: EngineConfig,
+    sources: Collection[str],
+    table: FrontierTable | None,
+    fingerprint: Fingerprint | None,
+    load_message: str = "",
+) -> DynamicDraftPolicy:
+    """A policy over `table` (None: no table) with this engine's default for the loaded `sources` and its DD options."""
+    default, basis = config.default_with_basis(sources)
     return DynamicDraftPolicy(
-        None,
-        None,
-        default=config.resolved_default_spec(config.draft is not None),
+        table,
+        fingerprint,
+        default=default,
+        default_basis=basis,
         enabled=config.dynamic_draft,
         force=config.dd_force,
-        load_message=message,
+        load_message=load_message,
     )
 
 

@@ -19,7 +19,13 @@ from app.engine.identity import config_fingerprint, llama_build
 from app.engine.profile import recalibrate_command
 from app.engine.prompting import PromptBuilder, opens_think
 from app.engine.reasoning_budget import request_budget
-from app.engine.request_policy import choose_settings, policy_without_table, request_class, wire_record
+from app.engine.request_policy import (
+    choose_settings,
+    policy_with_default,
+    policy_without_table,
+    request_class,
+    wire_record,
+)
 from app.engine.run import Run, StepDraft, top2_margin, with_idle_reasons, with_seeded_costs
 from app.engine.runtime import Capabilities, ModelMeta, SweepAccess
 from app.engine.types import (
@@ -60,7 +66,7 @@ class Session:
         self.model, self.ctx, self.draft_model = parts.model, parts.ctx, parts.draft_model
         self.sources, self.missing = parts.sources, parts.missing
         self.context_notes = parts.context_notes  # the CLI, the server and the app say them
-        self.policy = policy_without_table(config, "")
+        self.policy = policy_without_table(config, "", parts.sources)
         self.dd_status = "no calibration table"
         self.stats = SpecStats()
         # Verify cost per batch size is a property of this model on this device: learnt once, shared by requests.
@@ -169,18 +175,12 @@ class Session:
         """
         store = calibration_store(self.config.model, self.config.draft)
         if not store.active_path.exists():  # a corrupt pointer goes on, to be reported
-            self.policy = policy_without_table(self.config, "no calibration table yet")
+            self.policy = policy_without_table(self.config, "no calibration table yet", self.sources)
             self.dd_status = "no calibration table yet: run a calibration"
             return self.dd_status
         fingerprint = self.fingerprint()
         result = store.load_active(fingerprint)
-        self.policy = DynamicDraftPolicy.from_load_result(
-            result,
-            fingerprint,
-            default=self.config.resolved_default_spec(self.config.draft is not None),
-            enabled=self.config.dynamic_draft,
-            force=self.config.dd_force,
-        )
+        self.policy = policy_with_default(self.config, self.sources, result.table, fingerprint, result.message)
         self.dd_status = result.message
         if result.status == "stale":
             self.dd_status += ": " + recalibrate_command(self.config.model, self.config.draft, profile_of(self.config))

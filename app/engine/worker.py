@@ -144,6 +144,7 @@ class Engine:
         self._tokenizer: Tokenizer | None = None
         self._render: Callable[[GenerationRequest], str] | None = None
         self._templated: Callable[[GenerationRequest], tuple[list[int], str]] | None = None
+        self._sources: frozenset[str] | None = None
         self._busy = threading.Event()
         self._ids = itertools.count(1)
         self.on_event = on_event  # optional tap (e.g. live graphs); called on the engine thread, keep it cheap
@@ -241,9 +242,9 @@ class Engine:
         self._queue.put(_Job(None, fn, fut), timeout=timeout)
         return fut.result(timeout)
 
-    def draft_sources(self, timeout: float = 10.0) -> frozenset[str]:
-        """The draft sources the loaded model offers ("lookup", and "draft" / "mtp" when loaded)."""
-        return self.call(lambda s: frozenset(s.capabilities.sources), timeout)
+    def draft_sources(self) -> frozenset[str]:
+        """The draft sources the loaded model offers ("lookup", and "draft" / "mtp" when loaded); read at load."""
+        return self._loaded(self._sources)
 
     def _check_alive(self) -> None:
         """Refuse work the engine thread will never serve (load failed, or closed), instead of hanging."""
@@ -260,6 +261,7 @@ class Engine:
             self._tokenizer = self._session.tokenizer()
             self._render = self._session.render_prompt
             self._templated = self._session.templated
+            self._sources = frozenset(self._session.capabilities.sources)
         except BaseException as e:  # reported through wait_ready
             self._load_error = e
             self._ready.set()

@@ -156,6 +156,7 @@ class DecisionDict(TypedDict):
     subclass_cue: str | None
     catch_up_ms: float | None
     passed_over: str | None
+    default_basis: str | None
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,8 @@ class DecisionRecord:
     request's sub-class and the word that decided it (app.policy.edit_kind), None when it has none.
     catch_up_ms: the draft model's estimated prefill before its first draft, when DD weighed it (weigh_catch_up);
     passed_over: the label of the table's choice that the catch-up ruled out (reason "catch_up"), else None.
+    default_basis: why the engine default is what it is ("mtp default": the model's own head drafts, "plain
+    default", "configured default", ...), on a record where that default runs (no or stale table, DD off); else None.
     """
 
     applied: bool
@@ -191,6 +194,7 @@ class DecisionRecord:
     subclass_cue: str | None = None
     catch_up_ms: float | None = None
     passed_over: str | None = None
+    default_basis: str | None = None
 
     def to_dict(self) -> DecisionDict:
         return {
@@ -212,6 +216,7 @@ class DecisionRecord:
             "subclass_cue": self.subclass_cue,
             "catch_up_ms": self.catch_up_ms,
             "passed_over": self.passed_over,
+            "default_basis": self.default_basis,
         }
 
 
@@ -266,10 +271,13 @@ class DynamicDraftPolicy:
         force: bool = False,
         min_gain: float = DEFAULT_MIN_GAIN,
         load_message: str = "",
+        default_basis: str | None = None,
     ) -> None:
         """table: the loaded table (None → `no_table`); fingerprint: the engine's current one (a mismatch →
-        `stale_table`); default: what the engine runs when DD does not apply; min_gain: relative noise floor."""
+        `stale_table`); default: what the engine runs when DD does not apply, and why (`default_basis`, said in
+        those records); min_gain: relative noise floor."""
         self.default = default
+        self.default_basis = default_basis
         self.enabled = enabled
         self.force = force
         self.min_gain = min_gain
@@ -511,6 +519,7 @@ class DynamicDraftPolicy:
             class_cue=class_cue,
             content_subclass=subclass,
             subclass_cue=subclass_cue,
+            default_basis=self.default_basis if override is None else None,
         )
         return selected, record
 

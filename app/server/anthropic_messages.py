@@ -447,4 +447,4 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
     async def count_tokens(request: Request) -> dict[str, int]:
         chat = to_chat(await parse_body(request, MessagesRequest, state.max_body_bytes))
         flow.check_model(chat.model)
-        return {"input_tokens": await count_prompt_tokens(state, chat_to_generation(chat, has_draft=state.has_draft))}
+        return {"input_tokens": await count_prompt_tokens(state, chat_to_generation(chat, sources=state.sources))}

@@ -58,7 +58,6 @@ def create_app(
         engine=engine,
         model_id=model_id,
         aliases=_model_aliases(model_id, config.model, aliases),
-        has_draft=config.draft is not None,
         max_body_bytes=max_body_bytes,
         metrics=metrics or Metrics(),
         dd_table_provider=dd_table_provider,

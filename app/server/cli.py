@@ -53,9 +53,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if config.server_binary:
             print("dynadraft serve: --cost-stop: the cost stop needs the bundled runtime", file=sys.stderr)
             return 2
-        default = config.resolved_default_spec(config.draft is not None)
-        # The cost stop replaces the default's fixed confidence stop (llama.cpp's p_min 0.75) rather than adding to it.
-        config = replace(config, default_spec=default if default.is_plain else default.with_(cost_stop=True, p_min=0.0))
+        config = replace(config, default_cost_stop=True)
     try:
         engine = Engine(config, max_queue=getattr(args, "max_queue", None) or 8).wait_ready()
     except EngineError as e:

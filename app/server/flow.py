@@ -105,7 +105,7 @@ class CompletionFlow:
             self.check_model(req.model)
         rid = f"{prefix}{uuid.uuid4().hex}"
         req = with_defaults(req, self.state.sampling_defaults)
-        gen_req = to_generation(req, has_draft=self.state.has_draft, request_id=rid)
+        gen_req = to_generation(req, sources=self.state.sources, request_id=rid)
         gen_req = self.resolve_max_tokens(gen_req, requested_max_tokens(req))
         gen = self.submit(gen_req)
         created = int(time.time())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -66,7 +66,7 @@ class InfillRequest(NativeCompletionRequest):
 
 
 def native_to_generation(
-    req: NativeCompletionRequest, *, has_draft: bool, request_id: str = "", max_tokens: int = 1
+    req: NativeCompletionRequest, *, sources: Collection[str], request_id: str = "", max_tokens: int = 1
 ) -> GenerationRequest:
     """The engine request of a body already in OpenAI's names (`with_native_names`): /infill's fields become the
     infill, then the OpenAI text completion's checks and mapping."""
@@ -74,9 +74,7 @@ def native_to_generation(
     if isinstance(req, InfillRequest):
         extra = tuple((c.filename, c.text) for c in req.input_extra)
         infill = Infill(req.input_prefix, req.input_suffix, extra=extra, middle=req.prompt, trim=True)
-    return completion_to_generation(
-        req, has_draft=has_draft, request_id=request_id, max_tokens=max_tokens, infill=infill
-    )
+    return completion_to_generation(req, sources=sources, request_id=request_id, max_tokens=max_tokens, infill=infill)
 
 
 def with_native_names(req: R) -> R:

@@ -38,7 +38,7 @@ def install(app: FastAPI, state: ServerState) -> None:
         # rendered with its tools and chat_template_kwargs: the text /v1/completions would then be given as its
         # prompt. Off the event loop and without queueing behind a generation, as llama-server answers it.
         req = await parse_body(request, ApplyTemplateBody, state.max_body_bytes)
-        gen = chat_to_generation(req, has_draft=state.has_draft)
+        gen = chat_to_generation(req, sources=state.sources)
         try:
             return {"prompt": await asyncio.to_thread(state.engine.render_prompt, gen)}
         except EngineError as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +83,7 @@ def _message(m: ChatMessage, i: int) -> dict[str, Any]:
 
 
 def chat_to_generation(
-    req: ChatCompletionRequest, *, has_draft: bool, request_id: str = "", max_tokens: int = 1
+    req: ChatCompletionRequest, *, sources: Collection[str], request_id: str = "", max_tokens: int = 1
 ) -> GenerationRequest:
     """Validate a chat request and build the engine request; `max_tokens` is the fallback when the client gave none.
 
@@ -106,7 +107,7 @@ def chat_to_generation(
         req,
         request_id,
         max_tokens,
-        has_draft,
+        sources,
         messages=messages,
         grammar=chat_grammar(req),
         logprobs=(req.top_logprobs or 0) if req.logprobs else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -79,15 +80,15 @@ def _sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
         raise ApiError(400, str(e), code="invalid_request", param=match.group(0) if match else None) from None
 
 
-def _speculative(opts: SpeculativeOptions | None, has_draft: bool) -> SpecSettings | None:
+def _speculative(opts: SpeculativeOptions | None, sources: Collection[str]) -> SpecSettings | None:
     """The request's SpecSettings override; unspecified fields take the shared defaults (registry.from_intent)."""
     if opts is None:
         return None
     data = opts.model_dump(exclude_none=True)
     if not data:
         return None  # an empty object asks for nothing: let Dynamic Draft / the engine defaults decide
-    source = data.pop("source", None) or registry.default_source(has_draft)
-    if registry.needs_draft_model(source) and not has_draft:
+    source = data.pop("source", None) or registry.default_source(sources)
+    if registry.needs_draft_model(source) and "draft" not in sources:
         raise ApiError(
             400,
             f"speculative.source {source!r} needs a draft model and none is loaded; use 'lookup' or 'none'",
@@ -95,7 +96,7 @@ def _speculative(opts: SpeculativeOptions | None, has_draft: bool) -> SpecSettin
             param="speculative.source",
         )
     try:
-        return registry.from_intent(source, draft_loaded=has_draft, **data)
+        return registry.from_intent(source, loaded=sources, **data)
     except ValueError as e:
         match = re.match(r"(speculative\.[a-z_]+)", str(e))
         raise ApiError(400, str(e), code="invalid_request", param=match.group(1) if match else "speculative") from None
@@ -139,10 +140,10 @@ def build_generation(
     req: ChatCompletionRequest | CompletionRequest,
     request_id: str,
     fallback_max_tokens: int,
-    has_draft: bool,
+    sources: Collection[str],
     **what: Any,
 ) -> GenerationRequest:
-    spec = _speculative(req.speculative, has_draft)
+    spec = _speculative(req.speculative, sources)
     sampling = _sampling(req)
     stop = _stop(req.stop)
     limit = requested_max_tokens(req)

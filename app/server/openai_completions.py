@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -41,7 +42,12 @@ from app.server.schemas import (
 
 
 def completion_to_generation(
-    req: CompletionRequest, *, has_draft: bool, request_id: str = "", max_tokens: int = 1, infill: Infill | None = None
+    req: CompletionRequest,
+    *,
+    sources: Collection[str],
+    request_id: str = "",
+    max_tokens: int = 1,
+    infill: Infill | None = None,
 ) -> GenerationRequest:
     """Validate a text-completion request and build the engine request (raw prompt, no chat template); `infill`
     (llama-server's /infill) takes the place of the prompt."""
@@ -58,7 +64,7 @@ def completion_to_generation(
         req,
         request_id,
         max_tokens,
-        has_draft,
+        sources,
         grammar=completion_grammar(req),
         logprobs=req.logprobs,
         **what,

@@ -487,5 +487,5 @@ def install(app: FastAPI, flow: CompletionFlow) -> None:
     async def input_tokens(request: Request) -> dict[str, Any]:
         mapped = to_chat(await parse_body(request, ResponsesRequest, state.max_body_bytes))
         flow.check_model(mapped.chat.model)
-        gen = chat_to_generation(mapped.chat, has_draft=state.has_draft)
+        gen = chat_to_generation(mapped.chat, sources=state.sources)
         return {"object": "response.input_tokens", "input_tokens": await count_prompt_tokens(state, gen)}

@@ -22,7 +22,6 @@ class ServerState:
     engine: Engine
     model_id: str
     aliases: frozenset[str]
-    has_draft: bool
     max_body_bytes: int
     metrics: Metrics = field(default_factory=Metrics)
     dd_table_provider: DDTableProvider | None = None
@@ -32,6 +31,11 @@ class ServerState:
     created: int = field(default_factory=lambda: int(time.time()))
     _active: set[Generation] = field(default_factory=set)
     _active_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def sources(self) -> frozenset[str]:
+        """The draft sources the loaded model offers (read at load: no call queues behind a generation)."""
+        return self.engine.draft_sources()
 
     def track(self, gen: Generation) -> None:
         with self._active_lock:

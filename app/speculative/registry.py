@@ -102,11 +102,14 @@ def unavailable_reason(cls: type[DraftSource], model: object) -> str | None:
     return why(model) if why is not None else None
 
 
-def default_source(draft_loaded: bool) -> str:
-    """The source an override that names none drafts with: with a draft model loaded the first source that uses it,
-    else the first that needs none (today: the draft model, else prompt lookup)."""
-    order = sorted(_SOURCES.values(), key=lambda c: not c.needs_draft_model) if draft_loaded else _SOURCES.values()
-    return next((c.name for c in order if draft_loaded or not c.needs_draft_model), NONE)
+def default_source(loaded: Collection[str]) -> str:
+    """The source an override that names none drafts with: the first loaded source that is not a cheap peek (what was
+    loaded to draft with: the draft model, else the model's MTP head), else the first loaded one (prompt lookup),
+    else the first registered one that needs no draft model."""
+    heavy = [c.name for c in _SOURCES.values() if c.name in loaded and not c.cheap_peek]
+    cheap = [c.name for c in _SOURCES.values() if c.name in loaded]
+    fallback = [c.name for c in _SOURCES.values() if not c.needs_draft_model]
+    return next(iter(heavy or cheap or fallback), NONE)
 
 
 def unavailable(source: str, loaded: Collection[str]) -> str | None:
@@ -147,7 +150,7 @@ def check_source(source: str) -> str:
 def from_intent(
     source: str | None,
     *,
-    draft_loaded: bool = False,
+    loaded: Collection[str] = (),
     n_max: int | None = None,
     n_min: int | None = None,
     p_min: float | None = None,
@@ -156,11 +159,12 @@ def from_intent(
 ) -> SpecSettings:
     """The override a user's choices describe (GUI, HTTP and CLI all map through here); raises ValueError.
 
-    source None: the draft model when one is loaded (`draft_loaded`), else prompt lookup (default_source);
+    source None: what the `loaded` sources make the default (default_source: the draft model, else the MTP head,
+    else prompt lookup);
     "none": plain decoding. Fields left out take the source's default depth (default_n_max) / DEFAULT_P_MIN / n_min 0.
     """
     if source is None:
-        source = default_source(draft_loaded)
+        source = default_source(loaded)
     check_source(source)
     if source == NONE:
         return SpecSettings(

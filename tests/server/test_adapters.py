@@ -22,7 +22,7 @@ def chat(**fields: Any) -> ChatCompletionRequest:
 
 
 def test_defaults() -> None:
-    req = openai_chat.chat_to_generation(chat(), has_draft=False, max_tokens=77)
+    req = openai_chat.chat_to_generation(chat(), sources=(), max_tokens=77)
     assert req.max_tokens == 77
     assert req.sampling.temperature == openai_common.DEFAULT_TEMPERATURE
     assert req.speculative is None
@@ -38,7 +38,7 @@ def test_messages_developer_role_and_text_parts() -> None:
                 {"role": "assistant", "content": None},
             ]
         ),
-        has_draft=False,
+        sources=(),
     )
     assert req.messages == (
         {"role": "system", "content": "be brief"},
@@ -51,7 +51,7 @@ def test_sampling_fields_and_limits() -> None:
     req = openai_chat.chat_to_generation(
         chat(temperature=0.7, top_p=0.9, top_k=40, min_p=0.05, seed=-1, stop="END", max_tokens=50,
              max_completion_tokens=9, presence_penalty=0.5, frequency_penalty=-0.5),
-        has_draft=False,
+        sources=(),
     )  # fmt: skip
     s = req.sampling
     assert (s.temperature, s.top_p, s.top_k, s.min_p, s.seed) == (0.7, 0.9, 40, 0.05, None)
@@ -60,36 +60,38 @@ def test_sampling_fields_and_limits() -> None:
 
 
 def test_speculative_override() -> None:
-    req = openai_chat.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 4}), has_draft=False)
+    req = openai_chat.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 4}), sources=())
     assert req.speculative == SpecSettings(source="lookup", n_max=4)
-    req = openai_chat.chat_to_generation(chat(speculative={"n_min": 1}), has_draft=True)
+    req = openai_chat.chat_to_generation(chat(speculative={"n_min": 1}), sources=("draft", "lookup"))
     assert req.speculative == SpecSettings(source="draft", n_max=DEFAULT_N_MAX, n_min=1)
-    req = openai_chat.chat_to_generation(chat(speculative={"source": "pool", "adaptive": True}), has_draft=True)
+    req = openai_chat.chat_to_generation(
+        chat(speculative={"source": "pool", "adaptive": True}), sources=("draft", "lookup")
+    )
     assert req.speculative is not None and req.speculative.source == "pool" and req.speculative.adaptive
-    assert openai_chat.chat_to_generation(chat(speculative={}), has_draft=False).speculative is None
+    assert openai_chat.chat_to_generation(chat(speculative={}), sources=()).speculative is None
     with pytest.raises(ApiError, match="needs a draft model"):
-        openai_chat.chat_to_generation(chat(speculative={"source": "draft"}), has_draft=False)
+        openai_chat.chat_to_generation(chat(speculative={"source": "draft"}), sources=())
     # The pool and MTP can run on the target's own MTP head, which only the engine knows about: it decides (400s).
-    pool = openai_chat.chat_to_generation(chat(speculative={"source": "pool"}), has_draft=False).speculative
+    pool = openai_chat.chat_to_generation(chat(speculative={"source": "pool"}), sources=()).speculative
     assert pool is not None and pool.source == "pool"
     # A source's own default depth when n_max is left out, as the app and `dynadraft generate --mtp` draft it.
-    assert openai_chat.chat_to_generation(chat(speculative={"source": "mtp"}), has_draft=False).speculative == (
+    assert openai_chat.chat_to_generation(chat(speculative={"source": "mtp"}), sources=()).speculative == (
         SpecSettings(source="mtp", n_max=MtpSource.default_n_max)
     )
     assert MtpSource.default_n_max == 3 != DEFAULT_N_MAX
     with pytest.raises(ApiError) as e:
-        openai_chat.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 65}), has_draft=False)
+        openai_chat.chat_to_generation(chat(speculative={"source": "lookup", "n_max": 65}), sources=())
     assert e.value.param == "speculative.n_max"
 
 
 def test_completion_prompt_forms() -> None:
     one = CompletionRequest.model_validate_json('{"model": "m", "prompt": ["abc"]}')
-    assert openai_completions.completion_to_generation(one, has_draft=False).prompt == "abc"
+    assert openai_completions.completion_to_generation(one, sources=()).prompt == "abc"
     ids = CompletionRequest.model_validate_json('{"model": "m", "prompt": [[1, 2]]}')  # a batch of one
-    assert openai_completions.completion_to_generation(ids, has_draft=False).prompt == (1, 2)
+    assert openai_completions.completion_to_generation(ids, sources=()).prompt == (1, 2)
     with pytest.raises(ApiError, match="exactly one prompt"):
         openai_completions.completion_to_generation(
-            CompletionRequest.model_validate_json('{"model": "m", "prompt": [[1, 2], [3]]}'), has_draft=False
+            CompletionRequest.model_validate_json('{"model": "m", "prompt": [[1, 2], [3]]}'), sources=()
         )
 
 
