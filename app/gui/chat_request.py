@@ -150,6 +150,7 @@ def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, A
             "content_subclass": dd.get("content_subclass"),
             "catch_up_ms": dd.get("catch_up_ms"),
             "passed_over": dd.get("passed_over"),
+            "default_basis": dd.get("default_basis"),
         },
     }
 
@@ -203,6 +204,8 @@ def format_stats(stats: dict[str, Any]) -> str:
         ms = dd.get("catch_up_ms") or 0.0
         note = f"not the draft model's {dd['passed_over']}: it would first prefill the prompt, ~{ms:.0f} ms"
         why = note if why == "catch_up" else f"{why}; {note}"  # force mode keeps saying "forced"
+    if dd.get("default_basis") and why in ("no_table", "stale_table", "disabled"):  # what the engine's default was
+        why += f": {dd['default_basis']}"
     if cls := class_label(dd):
         why += f"; {cls}"
     parts.append(f"DD {state}: {dd.get('setting', stats.get('spec', '?'))} ({why})")

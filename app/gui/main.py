@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import html
 import os
 import signal
 import sys
@@ -216,6 +217,8 @@ class MainWindow(QMainWindow):
         self.st_backend = QLabel("llama.cpp …")
         self.st_model = QLabel("No model")
         self.st_dd = QLabel("DD: –")
+        self.st_dd.setTextFormat(Qt.TextFormat.RichText)  # its text is escaped; a link may follow
+        self.st_dd.linkActivated.connect(self._calibrate_now)  # "Calibrate…" after a reply that ran without a table
         self.st_ctx = QLabel("")
         self.st_queue = QLabel("queue 0")
         self.st_endpoint = QLabel("endpoint off")
@@ -424,10 +427,20 @@ class MainWindow(QMainWindow):
         if dd:
             state = "on" if dd.get("applied") else "off"
             cls = dd.get("content_class")
-            self.st_dd.setText(f"DD {state}: {dd.get('setting')}" + (f" · {cls}" if cls else ""))
+            text = html.escape(f"DD {state}: {dd.get('setting')}" + (f" · {cls}" if cls else ""))
             why = f"{dd.get('reason')}" + (f"; content class {class_label(dd)}" if cls else "")
+            if dd.get("reason") == "no_table":  # the engine's default ran: one click measures this device instead
+                text += ' · no table, <a href="calibrate">Calibrate…</a>'
+                why += f" ({dd.get('default_basis') or 'engine default'}): calibrate to let DD choose per prompt"
+            self.st_dd.setText(text)
             self.st_dd.setToolTip(f"Dynamic Draft decision for the last reply: {why}")
         self._update_status()
+
+    def _calibrate_now(self, _link: str = "") -> None:
+        """The status bar's "Calibrate…": the Calibrate tab, running its quick calibration where it can."""
+        self.tabs.setCurrentWidget(self.calibration)
+        if self.calibration.button.isEnabled():
+            self.calibration.start()
 
     def _update_status(self) -> None:
         eng = self.engine

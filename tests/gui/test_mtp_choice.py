@@ -38,3 +38,24 @@ def test_mtp_is_offered_for_a_gguf_with_mtp_layers_only(qtbot, make_window, tmp_
                 dlg.grab().save(str(Path(os.environ["DYNADRAFT_SHOTS"]) / "mtp-chat-settings.png"))
             _, values = dlg.values()
             assert spec_from_settings(values) == SpecSettings(source="mtp", n_max=3, p_min=values["spec_p_min"])
+
+
+def test_without_a_table_a_reply_says_mtp_default_and_offers_calibration(qtbot, make_window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    mtp = write_tiny_qwen35(tmp_path / "tiny-mtp.gguf", seed=9, mtp=True)
+    w: MainWindow = make_window()
+    with qtbot.waitSignal(w.models.loaded, timeout=60_000):
+        w.models.load(ModelChoice(str(mtp), n_ctx=512))
+    w.chat.new_conversation()
+    w.chat.apply_settings("", {"temperature": 0.0, "max_tokens": 16})  # speculation left on "auto"
+    with qtbot.waitSignal(w.chat.reply_finished, timeout=120_000) as blocker:
+        assert w.chat.send("hello world the cat")
+    stats = blocker.args[0].stats
+    assert stats["dd"]["reason"] == "no_table" and stats["dd"]["default_basis"] == "mtp default"
+    assert stats["spec"] == "mtp n3,p0 adaptive"
+    assert "(no_table: mtp default" in w.chat.bubbles()[-1].stats_label.text()
+    assert 'href="calibrate"' in w.st_dd.text() and "mtp default" in w.st_dd.toolTip()
+    w.st_dd.linkActivated.emit("calibrate")  # what a click on "Calibrate…" sends
+    assert w.tabs.currentWidget() is w.calibration
+    qtbot.waitUntil(lambda: w.calibration.cancel_btn.isEnabled(), timeout=10_000)  # the quick calibration runs
+    w.calibration.cancel_btn.click()
+    qtbot.waitUntil(lambda: w.calibration.button.isEnabled(), timeout=60_000)

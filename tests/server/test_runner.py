@@ -132,6 +132,9 @@ class _FailingEngine:
         self.error = error
         self.model_meta = ModelMeta(n_ctx=config.n_ctx)
 
+    def draft_sources(self) -> frozenset[str]:
+        return frozenset({"lookup"})
+
     def submit(self, request: GenerationRequest, sink: EventSink | None = None) -> RequestHandle:
         handle = RequestHandle(request, sink)
         handle.finish(self.error)

@@ -331,6 +331,9 @@ def test_openai_client_drafts_with_mtp_and_prometheus_counts_it(endpoint: str) -
         extra = mtp.model_extra or {}
         assert extra["timings"]["draft_n"] > 0 and extra["timings"]["draft_n_accepted"] > 0
         assert extra["dynamic_draft"]["selected"]["source"] == "mtp"
+        # A depth alone names no source: the loaded head is the one (no draft model here), at that depth.
+        depth = client.completions.create(**kw, extra_body={"speculative": {"n_max": 2}})  # type: ignore[call-overload]
+        assert (depth.model_extra or {})["dynamic_draft"]["selected"] == SpecSettings("mtp", n_max=2).to_dict()
     finally:
         client.close()
     metrics = httpx.get(f"{endpoint}/metrics", timeout=30).text
@@ -434,3 +437,37 @@ def test_token_for_token_with_llama_server_draft_mtp(tiny: TinyMtp, session: Ses
                 theirs["timings"]["draft_n"],
                 theirs["timings"]["draft_n_accepted"],
             )
+
+
+def test_without_a_table_the_mtp_head_drafts_by_default(tiny: TinyMtp, tmp_path: Path) -> None:
+    """A model with an MTP head and no calibration drafts with its head, adaptive up to the head's default depth, and
+    the decision record says why; the same trunk without the head decodes plain and says that."""
+    fresh = tmp_path / "never-calibrated.gguf"  # a path no calibration (the quick one above included) has a table for
+    fresh.write_bytes(tiny.mtp.read_bytes())
+    s = Session(_config(fresh))
+    try:
+        out = _run(s, PROMPTS[0], None, n=32)
+        plain = _run(s, PROMPTS[0], PLAIN, n=32)
+    finally:
+        s.close()
+    dd = out.dynamic_draft
+    assert dd is not None and dd["reason"] == "no_table" and dd["default_basis"] == "mtp default"
+    assert out.settings == SpecSettings(source="mtp", n_max=3, adaptive=True)
+    assert out.timings.draft_n > 0 and out.timings.draft_n_accepted > 0
+    assert compare(plain.tokens, plain.margins, out.tokens).acceptable
+    without = Session(_config(tiny.plain))
+    try:
+        base = _run(without, PROMPTS[0], None, n=4)
+    finally:
+        without.close()
+    assert base.settings.is_plain and base.dynamic_draft is not None
+    assert base.dynamic_draft["default_basis"] == "plain default"
+
+
+def test_a_depth_without_a_source_means_the_mtp_head(tiny: TinyMtp) -> None:
+    """`--spec-n-max 2` names no source: on a model whose head is loaded (and no draft model) that is the head."""
+    out = _generate_cli(tiny.mtp, "--spec-n-max", "2")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["speculative"]["source"] == "mtp" and summary["speculative"]["n_max"] == 2
+    assert summary["dynamic_draft"]["reason"] == "override" and summary["dynamic_draft"]["default_basis"] is None
