@@ -3,9 +3,10 @@
 A build that applies `speculative.n_max/n_min/p_min` per request (its /props lists them, and a probe request's
 draft count follows them) is measured on one running server. A build that ignores them is restarted with each
 setting's start-time flags: slower (a model load per setting, and each context prefilled again after it), which the
-progress text and the ETA say. Prompt lookup is the build's `ngram-simple` drafting, a start-time flag in both
-cases. The loop runs setting by setting (so each restart serves every context), plain decoding first: it is the
-reference every other run is checked against (app.speculative.exactness) and the baseline every range needs.
+progress text and the ETA say. Prompt lookup (the build's `ngram-simple`) and the model's MTP head (`draft-mtp`) are
+the build's own --spec-type drafting, start-time flags in both cases: each of their settings gets its own start.
+The loop runs setting by setting (so each restart serves every context), plain decoding first: it is the reference
+every other run is checked against (app.speculative.exactness) and the baseline every range needs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from app.calibration.runner import (
     plan_for,
     report_baseline,
 )
+from app.engine.external_policy import OWN_SPEC_TYPES
 from app.engine.runtime import Runtime, ServerStarts, SweepAccess
 from app.engine.types import EngineError, GenerationSummary
 from app.policy.report import comparison_rows
@@ -37,13 +39,19 @@ from app.speculative.registry import POOL
 from app.speculative.settings import SpecSettings
 
 PROBE_TOKENS = 24
+# The warm-up generates two tokens, not one: after one, the server's cache ends exactly at the prompt, so the next run
+# of that prompt must re-decode its last token, and on a hybrid/recurrent model (Qwen3.5/3.6, the MTP models) the
+# ROCmFPx fork (c14872f) then removes that position from recurrent memory without restoring a checkpoint and aborts
+# (tools/server/server-context.cpp: "n_past was set to", then common_context_seq_rm). With a second token decoded
+# the cache reaches past the prompt, and the server restores its checkpoint instead.
+WARM_UP_TOKENS = 2
 PROBE_MESSAGES = ({"role": "user", "content": "Count from one to twenty in words."},)
 
 
 def external_candidates(sources: Collection[str], mode: str) -> tuple[SpecSettings, ...]:
     """The bundled grid for these sources as a llama-server can run it: no pool, no cost stop (it stops drafts by
-    p_min only) and no adaptive length (its depth is fixed per setting); lookup only where the build has n-gram
-    drafting (the runtime's sources say)."""
+    p_min only) and no adaptive length (its depth is fixed per setting: the registry's adaptive MTP row runs at its
+    depth cap); lookup and the MTP head only where the build and the model have them (the runtime's sources say)."""
     out: list[SpecSettings] = []
     for c in candidates(sources, mode):
         c = c.with_(adaptive=False)
@@ -65,7 +73,7 @@ def honours_per_request(runtime: Runtime, starts: ServerStarts) -> bool:
     if not starts.lists_per_request_fields():
         return False
     start = starts.start_settings
-    if start.is_plain or start.source != "draft" or start.n_max < 2:
+    if start.is_plain or start.source not in ("draft", "mtp") or start.n_max < 2:
         return True  # nothing to probe against: trust /props
     shallow, deep = (start.with_(n_max=n, n_min=0, p_min=0.0) for n in (1, start.n_max))
     a, b = (_run_once(runtime, PROBE_MESSAGES, s, PROBE_TOKENS, None) for s in (shallow, deep))
@@ -83,9 +91,10 @@ class _Group:
 def _groups(grid: tuple[SpecSettings, ...], per_request: bool, base: SpecSettings) -> list[_Group]:
     if not per_request:
         return [_Group(s, (s,)) for s in grid]
-    # Per request: plain and every draft setting on one server with the draft allocation; lookup needs its flags.
-    shared = tuple(s for s in grid if s.source != "lookup")
-    return [_Group(base, shared)] + [_Group(s, (s,)) for s in grid if s.source == "lookup"]
+    # Per request: plain and every draft-model setting on one server with the draft allocation; the build's own
+    # drafting (lookup, the MTP head) needs its own flags, whose depth no request can exceed.
+    shared = tuple(s for s in grid if s.source not in OWN_SPEC_TYPES)
+    return [_Group(base, shared)] + [_Group(s, (s,)) for s in grid if s.source in OWN_SPEC_TYPES]
 
 
 def _safe(reference: GenerationSummary, out: GenerationSummary) -> tuple[bool, str]:
@@ -203,15 +212,15 @@ class ServerSweep:
         return []
 
     def measure(self, c: int, setting: SpecSettings, groups_left: int) -> None:
-        """A warm-up run (it prefills this server's cache), then the measured repeats, which re-decode one token; each
-        checked against plain decoding's output at this context."""
+        """A warm-up run (it prefills this server's cache; WARM_UP_TOKENS), then the measured repeats, which re-decode
+        the prompt's end; each checked against plain decoding's output at this context."""
         msgs, got = self.prompts[c]
         plan = self.plan
         self.check_cancel()
         self.tick(f"context {got} tokens: {setting.label()} ({self.how})", groups_left)
         t = time.perf_counter()
         try:
-            _run_once(self.runtime, msgs, setting, 1, self.cancel)
+            _run_once(self.runtime, msgs, setting, WARM_UP_TOKENS, self.cancel)
             outs = [
                 _run_once(self.runtime, msgs, setting, plan.gen_tokens, self.cancel, margins=setting.is_plain)
                 for _ in range(plan.repeats)

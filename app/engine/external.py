@@ -14,15 +14,20 @@ from app.engine.chat import adds_bos
 from app.engine.config import EngineConfig
 from app.engine.external_policy import (
     LOOKUP_SPEC_TYPE,
+    MTP_SPEC_TYPE,
+    OWN_SPEC_TYPES,
     external_fingerprint,
     external_store,
     load_policy,
-    lookup_args,
+    mtp_missing,
     per_request_state,
+    server_default,
+    server_policy,
+    spec_type_args,
     spec_types,
 )
 from app.engine.history import RollingWindow, check_prompt_fits
-from app.engine.request_policy import choose_settings, policy_without_table, request_class
+from app.engine.request_policy import choose_settings, request_class
 from app.engine.runtime import Capabilities, ModelMeta, SweepAccess
 from app.engine.types import (
     ContextLengthExceeded,
@@ -49,6 +54,7 @@ from app.runtime.llama_server import (
     ServerSpec,
 )
 from app.runtime.sampling import SamplingParams
+from app.speculative.mtp import MtpSource
 from app.speculative.registry import NONE, POOL
 from app.speculative.settings import PLAIN, SpecSettings
 from app.speculative.sources import DraftModelSource, PromptLookupSource
@@ -63,21 +69,26 @@ NO_TABLE_MESSAGE = "no calibration table for this model on this llama-server yet
 
 
 def start_settings(config: EngineConfig, caps: DraftCaps, sources: Sequence[str]) -> SpecSettings:
-    """The draft flags the server starts with: the draft allocation (caps.n_max, as the bundled engine allocates)
-    with the default's n_min/p_min for the draft `sources` it offers. A build that ignores per-request fields runs
-    these for every request."""
-    default = caps.clamp(config.resolved_default_spec(sources))
-    return PLAIN if default.is_plain else default.with_(n_max=caps.n_max, n_min=min(default.n_min, caps.n_max))
+    """The draft flags the server starts with for its default (server_default) over the draft `sources` it offers:
+    a draft model with the draft allocation (caps.n_max, as the bundled engine allocates) and the default's
+    n_min/p_min; the build's own drafting (OWN_SPEC_TYPES: the MTP head) as the default itself, since one MTP head
+    applied recursively drifts after a few tokens and a build that ignores per-request fields runs these flags for
+    every request."""
+    default = caps.clamp(server_default(config, sources)[0])
+    if default.is_plain or default.source in OWN_SPEC_TYPES:
+        return default
+    return default.with_(n_max=caps.n_max, n_min=min(default.n_min, caps.n_max))
 
 
 def server_spec(config: EngineConfig, start: SpecSettings) -> ServerSpec:
     assert config.server_binary is not None
-    lookup = start.source == "lookup" and not start.is_plain  # the build's n-gram drafting, no draft model
+    # The build's own drafting (n-gram lookup, the MTP head): no draft model, its own --spec-type flags.
+    own = start.source in OWN_SPEC_TYPES and not start.is_plain
     return ServerSpec(
         binary=config.server_binary,
         model=config.model,
         # A draft the server would never use is not loaded.
-        draft=None if start.is_plain or lookup else config.draft,
+        draft=None if start.is_plain or own else config.draft,
         n_ctx=config.n_ctx,
         n_batch=config.n_batch,
         n_threads=config.n_threads,
@@ -89,7 +100,7 @@ def server_spec(config: EngineConfig, start: SpecSettings) -> ServerSpec:
         draft_n_max=start.n_max,
         draft_n_min=start.n_min,
         draft_p_min=start.p_min,
-        extra_args=lookup_args(config.server_binary, start) if lookup else (),
+        extra_args=spec_type_args(config.server_binary, start) if own else (),
         chat_template=config.chat_template,
     )
 
@@ -128,6 +139,21 @@ def _gguf_header(path: str) -> GGUFReport | None:
         return inspect_gguf(path)
     except (GGUFError, OSError):
         return None
+
+
+def offered_sources(
+    config: EngineConfig, header: GGUFReport | None, offered: Sequence[str]
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """(the draft sources a server offers, in registry order; why the MTP head is not among them where it is not):
+    the draft model where one is configured, prompt lookup where the build has n-gram drafting, the model's own MTP
+    head where the file has one and the build has draft-mtp. offered: the build's --spec-type values."""
+    why = mtp_missing(config, header, offered)
+    sources = (
+        *((DraftModelSource.name,) if config.draft is not None else ()),
+        *((PromptLookupSource.name,) if LOOKUP_SPEC_TYPE in offered else ()),
+        *((MtpSource.name,) if why is None else ()),
+    )
+    return sources, {MtpSource.name: why} if why is not None else {}
 
 
 def speculative_fields(
@@ -191,14 +217,16 @@ class ExternalSession:
         if config.reasoning_budget >= 0:
             raise EngineError(NO_BUDGET)
         self.config = config
-        self._caps = DraftCaps(min(config.draft_n_max_cap, config.n_batch - 1, 64), config.draft is not None)
-        # The draft model when one is configured; prompt lookup where the build has n-gram drafting.
         binary = server.spec.binary if server is not None else config.server_binary
         assert binary is not None
-        lookup = LOOKUP_SPEC_TYPE in spec_types(binary)
-        self._sources = ((DraftModelSource.name,) if config.draft is not None else ()) + (
-            (PromptLookupSource.name,) if lookup else ()
-        )
+        # Read before the start: whether the file has an MTP head decides the start flags (model_meta and the
+        # token-id check use it too).
+        self._header = _gguf_header(config.model)
+        self._sources, self._missing = offered_sources(config, self._header, spec_types(binary))
+        if config.source_mode(MtpSource.name) == "on" and MtpSource.name in self._missing:
+            raise EngineError(f"--mtp: {self._missing[MtpSource.name]}")  # as the bundled runtime refuses it
+        depth = min(config.draft_n_max_cap, config.n_batch - 1, 64)
+        self._caps = DraftCaps(depth, config.draft is not None, frozenset(self._missing))
         self.base_settings = start_settings(config, self._caps, self._sources)  # the start when no table applies
         self.start_settings = self.base_settings  # what the running server was started with
         self.lifetime: SpecSettings | None = None  # the table's one setting, when per-request fields are ignored
@@ -209,13 +237,12 @@ class ExternalSession:
             raise EngineError(str(e)) from e
         assert self.server.features is not None
         self.features: ServerFeatures = self.server.features
-        self.policy = policy_without_table(config, NO_TABLE_MESSAGE, self._sources)
+        self.policy = server_policy(config, self._sources, None, None, NO_TABLE_MESSAGE)
         self.dd_status = NO_TABLE_MESSAGE
         self.window = RollingWindow()  # where long chats are cut, so the server's slot reuses the cached window
         try:
             # The special prefix tokenization adds to empty text tells whether this model adds a BOS.
             self._add_bos = bool(self._tokenize("", add_special=True, parse_special=False))
-            self._header = _gguf_header(config.model)  # read once: model_meta and the token-id check use it
             self.reload_policy()
         except BaseException:
             self.server.stop()
@@ -326,16 +353,17 @@ class ExternalSession:
         spec = request.speculative
         self._refuse_what_it_cannot_run(request)
         self._check_sampling(request)
-        if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
-            self._switch_source(spec)
         request, prompt, prompt_text, dropped = self.window.fit(request, self.templated, self.n_ctx)
         n_prompt = len(prompt)
         max_tokens = check_prompt_fits(n_prompt, request.max_tokens, self.n_ctx, request.until_context_end)
         request = replace(request, max_tokens=max_tokens, until_context_end=False)
         klass = request_class(request, prompt_text)
+        # Decided (and a source the server lacks refused, with why) before any restart for the request's source.
         settings, record = choose_settings(
-            self.policy, self.caps, n_prompt, spec, self.capabilities.sources, None, klass
+            self.policy, self.caps, n_prompt, spec, self.capabilities.sources, self._missing, klass
         )
+        if spec is not None and not spec.is_plain and spec.source != self.start_settings.source:
+            self._switch_source(spec)
         sent, ignored, ran = speculative_fields(settings, self.start_settings, self.features)
         body = self._completion_body(request, prompt) | sent
         if request.collect_margins:
@@ -394,14 +422,15 @@ class ExternalSession:
         spec = request.speculative
         can = self.capabilities
         if spec is not None and (
-            spec.source not in (NONE, POOL, *can.sources)
+            spec.source not in (NONE, POOL, *can.sources, *self._missing)  # a missing one: choose_settings says why
             or (spec.source == POOL and not can.pool)
             or (spec.adaptive and not can.adaptive)
         ):
             what = "adaptive length" if spec.adaptive else f"speculative.source {spec.source!r}"
             raise InvalidRequest(
-                "an external llama-server drafts with its draft model (-md) or, where the build has it, its "
-                f"{LOOKUP_SPEC_TYPE} lookup: {what} needs the bundled runtime"
+                "an external llama-server drafts at a fixed depth with its draft model (-md) or, where the build "
+                f"has them, its {LOOKUP_SPEC_TYPE} lookup and the model's MTP head ({MTP_SPEC_TYPE}): {what} needs "
+                "the bundled runtime"
             )
         if spec is not None and spec.cost_stop and not spec.is_plain:
             raise InvalidRequest(
@@ -440,9 +469,12 @@ class ExternalSession:
 
     def _switch_source(self, spec: SpecSettings) -> None:
         """A request for another draft source than the running server's: restart it with that source (the draft
-        type is a start-time flag in every build). Lookup runs as the request asks; a draft model as configured."""
+        type is a start-time flag in every build). Lookup and the MTP head run as the request asks; a draft model
+        as configured."""
         if spec.source == PromptLookupSource.name:  # offered: generate() refused it otherwise
             self.restart(self.caps.clamp(spec.with_(n_min=0, p_min=0.0)))  # n-gram drafts have no n_min/p_min
+        elif spec.source == MtpSource.name:
+            self.restart(self.caps.clamp(spec))
         elif spec.source == "draft" and self.base_settings.source == "draft":
             self.restart(self.base_settings)  # a server started plain (a plain default) has no draft to switch to
 

@@ -1,11 +1,13 @@
-"""Dynamic Draft on an external llama-server: its identity, its own tables, lookup flags, the lifetime setting."""
+"""Dynamic Draft on an external llama-server: its identity, tables, draft sources and flags, the lifetime setting."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from app.engine.identity import cached_sha256, config_fingerprint
@@ -24,13 +26,21 @@ from app.speculative.settings import SpecSettings
 
 if TYPE_CHECKING:
     from app.engine.config import EngineConfig
+    from app.models.inspection import GGUFReport
     from app.policy.store import TableStore
+    from app.policy.table import FrontierTable
 
 # DynaDraft's prompt lookup is llama.cpp's n-gram drafting without a draft model. `ngram-simple` is the same idea
 # (find the latest earlier occurrence of the last n tokens, propose what followed, up to m tokens); `ngram-mod` is
 # a hashed n-gram model of everything seen (24-token matches by default), a different source, so it is not used.
 LOOKUP_SPEC_TYPE = "ngram-simple"
 LOOKUP_NGRAM = 4  # the longest n-gram DynaDraft's own lookup tries (PromptLookupSource's default)
+# The model's own multi-token-prediction (MTP/NextN) head drafting for it: the fork's `draft-mtp` builds a draft
+# context over the target's own weights (tools/server/server-context.cpp), so no draft model (-md) is loaded.
+MTP_SPEC_TYPE = "draft-mtp"
+# DynaDraft's draft sources that a build runs as its own --spec-type, without a draft model: their flags are start
+# flags of their own (spec_type_args), and a server runs one of them at a time.
+OWN_SPEC_TYPES = {"lookup": LOOKUP_SPEC_TYPE, "mtp": MTP_SPEC_TYPE}
 _SPEC_TYPE_RE = re.compile(r"\b(?:none|draft-[a-z]+|ngram-[a-z0-9-]+)\b")
 
 
@@ -67,27 +77,68 @@ def spec_types(binary: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_SPEC_TYPE_RE.findall(line)))
 
 
-def lookup_args(binary: str, setting: SpecSettings) -> tuple[str, ...]:
-    """Server flags that make prompt lookup (source "lookup") the build's n-gram drafting with the same depth.
+def spec_type_args(binary: str, setting: SpecSettings) -> tuple[str, ...]:
+    """Server flags that run `setting` as the build's own --spec-type (OWN_SPEC_TYPES) with the same depth.
 
-    ngram-simple proposes an m-gram (`size-m`, the depth) after an n-token match (`size-n`); it drafts only when
-    at least `size-n` tokens follow the match, so the match length never exceeds the depth. n_min/p_min have no
-    n-gram counterpart: lookup settings are calibrated with 0 for both.
+    Prompt lookup is `ngram-simple`: it proposes an m-gram (`size-m`, the depth) after an n-token match (`size-n`);
+    it drafts only when at least `size-n` tokens follow the match, so the match length never exceeds the depth.
+    n_min/p_min have no n-gram counterpart: lookup settings are calibrated with 0 for both. The MTP head is
+    `draft-mtp`, which takes the draft model's flags: in the fork's common/speculative.cpp it stops below p_min,
+    drops a draft shorter than n_min and never drafts past n_max, as a draft model does.
     """
-    if LOOKUP_SPEC_TYPE not in spec_types(binary):
+    spec_type = OWN_SPEC_TYPES[setting.source]
+    if spec_type not in spec_types(binary):
         raise ExternalServerError(
-            f"{binary} offers no --spec-type {LOOKUP_SPEC_TYPE}: prompt lookup needs the bundled runtime or a "
-            "llama-server build that has it"
+            f"{binary} offers no --spec-type {spec_type}: speculative.source {setting.source!r} needs the bundled "
+            "runtime or a llama-server build that has it"
         )
     path = resolve_binary(binary)
     dialect = CliDialect.from_help(_help_text(str(path), path.stat().st_mtime_ns))
     n = setting.n_max
-    return (
-        "--spec-type", LOOKUP_SPEC_TYPE,
-        "--spec-ngram-simple-size-n", str(min(LOOKUP_NGRAM, n)),
-        "--spec-ngram-simple-size-m", str(n),
-        dialect.draft_n_max, str(n),
-    )  # fmt: skip
+    if setting.source == "lookup":
+        own = ("--spec-ngram-simple-size-n", str(min(LOOKUP_NGRAM, n)), "--spec-ngram-simple-size-m", str(n))
+    else:
+        own = (dialect.draft_n_min, str(setting.n_min), dialect.draft_p_min, f"{setting.p_min:g}")
+    return ("--spec-type", spec_type, *own, dialect.draft_n_max, str(n))
+
+
+def mtp_missing(config: EngineConfig, header: GGUFReport | None, offered: Collection[str]) -> str | None:
+    """Why the model's own MTP head cannot draft on this server (the bundled runtime's words where the file is
+    why), or None when it can. header: the model's GGUF header (None: unreadable); offered: the build's --spec-type
+    values (spec_types)."""
+    name = Path(config.model).name
+    if header is None:
+        return f"{name}: its GGUF header could not be read"
+    if not header.mtp_layers:
+        return f"{name} has no MTP (NextN) layers"
+    if MTP_SPEC_TYPE not in offered:
+        listed = f" (its --help lists {', '.join(offered)})" if offered else ""
+        return f"this llama-server build has no --spec-type {MTP_SPEC_TYPE}{listed}"
+    if config.source_mode("mtp") == "off":
+        return f"{name} runs without its MTP layers (MTP turned off)"
+    return None
+
+
+def server_default(config: EngineConfig, sources: Collection[str]) -> tuple[SpecSettings, str]:
+    """The engine default (EngineConfig.default_with_basis) as a llama-server runs it, and its basis. A server has no
+    adaptive length (it drafts to the fixed depth of its flags), so an adaptive default (the MTP head's) runs at
+    its depth, n_max, and the basis says so, as it says the cost stop."""
+    spec, basis = config.default_with_basis(sources)
+    return (spec.with_(adaptive=False), basis + ", fixed depth") if spec.adaptive else (spec, basis)
+
+
+def server_policy(
+    config: EngineConfig,
+    sources: Collection[str],
+    table: FrontierTable | None,
+    fingerprint: Fingerprint | None,
+    message: str,
+) -> DynamicDraftPolicy:
+    """The policy over `table` (None: no table) with the server's default (server_default) and the engine's DD
+    options."""
+    from app.engine.request_policy import policy_with_default
+
+    return policy_with_default(config, sources, table, fingerprint, message, server_default(config, sources))
 
 
 def binary_sha256(binary: str) -> str:
@@ -162,14 +213,12 @@ def lifetime_setting(policy: DynamicDraftPolicy, caps: DraftCaps) -> SpecSetting
 
 def load_policy(session: ServerRun) -> tuple[DynamicDraftPolicy, str, SpecSettings | None]:
     """(policy, status line, lifetime setting) from this runtime's active table; never raises for a bad table."""
-    from app.engine.request_policy import policy_with_default, policy_without_table
-
     store = external_store(session)
     if store.active_id() is None:
         msg = "no calibration table for this model on this llama-server yet: run a calibration"
-        return policy_without_table(session.config, msg, session.sources), msg, None
+        return server_policy(session.config, session.sources, None, None, msg), msg, None
     fingerprint = external_fingerprint(session)
     result = store.load_active(fingerprint)
-    policy = policy_with_default(session.config, session.sources, result.table, fingerprint, result.message)
+    policy = server_policy(session.config, session.sources, result.table, fingerprint, result.message)
     per_request = set(SPECULATIVE_FIELDS) <= set(session.features.speculative)
     return policy, result.message, None if per_request else lifetime_setting(policy, session.caps)

@@ -27,13 +27,15 @@ def policy_with_default(
     table: FrontierTable | None,
     fingerprint: Fingerprint | None,
     load_message: str = "",
+    default: tuple[SpecSettings, str] | None = None,
 ) -> DynamicDraftPolicy:
-    """A policy over `table` (None: no table) with this engine's default for the loaded `sources` and its DD options."""
-    default, basis = config.default_with_basis(sources)
+    """A policy over `table` (None: no table) with this engine's default for the loaded `sources` (or `default`: a
+    setting and its basis, as a runtime runs the default) and its DD options."""
+    setting, basis = default or config.default_with_basis(sources)
     return DynamicDraftPolicy(
         table,
         fingerprint,
-        default=default,
+        default=setting,
         default_basis=basis,
         enabled=config.dynamic_draft,
         force=config.dd_force,
