@@ -240,6 +240,9 @@ class ExternalSession:
         self.policy = server_policy(config, self._sources, None, None, NO_TABLE_MESSAGE)
         self.dd_status = NO_TABLE_MESSAGE
         self.window = RollingWindow()  # where long chats are cut, so the server's slot reuses the cached window
+        # What the server's slot holds after the last request (its prompt and every streamed token but the last, which
+        # is sampled, not decoded); see _cache_prompt.
+        self._slot_tokens: list[int] | None = None
         try:
             # The special prefix tokenization adds to empty text tells whether this model adds a BOS.
             self._add_bos = bool(self._tokenize("", add_special=True, parse_special=False))
@@ -366,6 +369,7 @@ class ExternalSession:
             self._switch_source(spec)
         sent, ignored, ran = speculative_fields(settings, self.start_settings, self.features)
         body = self._completion_body(request, prompt) | sent
+        body["cache_prompt"] = self._cache_prompt(request, prompt)
         if request.collect_margins:
             body["n_probs"] = 2  # log-probabilities of the top 2 differ exactly as their logits do
         margins: list[float] = []
@@ -375,6 +379,7 @@ class ExternalSession:
         final: dict[str, Any] | None = None
         cancelled = False
         t0 = time.perf_counter()
+        self._slot_tokens = None  # unknown until the answer is read
         with self._server_errors():
             stream = self.server.stream("/completion", body)
         with stream, self._server_errors(ValueError):  # ValueError: a chunk that is not JSON
@@ -390,6 +395,7 @@ class ExternalSession:
                 if cancel is not None and cancel.is_set():
                     cancelled = True  # closing the connection (leaving `with`) makes the server drop the slot
                     break
+        self._slot_tokens = [*prompt, *tokens[:-1]] if tokens else None
         if final is None and not cancelled:
             raise self._unreachable(EOFError("the stream ended before its final event"))
         if final is not None and final.get("stop_type") == "eos" and tokens:
@@ -417,6 +423,14 @@ class ExternalSession:
         )
 
     # -- helpers --------------------------------------------------------------------------------------------------
+    def _cache_prompt(self, request: GenerationRequest, prompt: list[int]) -> bool:
+        """Whether the server may reuse its cached prompt. Not when the slot holds exactly this prompt (the last
+        answer was one token, or was stopped after one): the server then re-decodes the prompt's last token, and the
+        ROCmFPx fork (c14872f) aborts in common_context_seq_rm on a hybrid model such as Qwen3.5/3.6, where upstream
+        llama-server answers (both seen here on a tiny Qwen3.5, tests/engine/test_external_mtp.py). A full prefill of
+        a rare exact repeat is the price."""
+        return request.cache_prompt and prompt != self._slot_tokens
+
     def _refuse_what_it_cannot_run(self, request: GenerationRequest) -> None:
         """A request for what only the bundled runtime does is refused with the reason (never silently ignored)."""
         spec = request.speculative

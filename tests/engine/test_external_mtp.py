@@ -204,3 +204,17 @@ def test_calibrate_on_the_fork_measures_mtp_rows(pair: TinyMtp, fork_server_bina
     assert mtp == {SpecSettings("mtp", n, 0, p) for n, p in ((2, 0.0), (4, 0.25), (4, 0.0), (6, 0.0))}
     assert all(r.safe and r.median_tps > 0 for r in table.rows), answer["unsafe"]
     assert report_baseline(table) == SpecSettings("mtp", 2, 0, 0.0)  # the report's static: MTP n2,p0
+
+
+def test_a_prompt_the_slot_holds_exactly_is_prefilled_again_not_reused(pair: TinyMtp, fork_server_binary: str) -> None:
+    """After a one-token answer the server's slot holds exactly the prompt; reusing it makes the fork re-decode the
+    prompt's last token, and on this hybrid model it then aborts (common_context_seq_rm; upstream llama-server
+    answers). The runtime sends such a request with cache_prompt off, so the same prompt again is answered."""
+    session = ExternalSession(_config(pair.plain, fork_server_binary))
+    try:
+        one = _run(session, PROMPT, PLAIN, n=1)
+        again = _run(session, PROMPT, PLAIN, n=8)
+        assert list(again.tokens[:1]) == list(one.tokens) and session.server.running
+        assert _run(session, PROMPT, PLAIN, n=8).tokens == again.tokens and session.server.running
+    finally:
+        session.close()
