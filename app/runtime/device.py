@@ -14,6 +14,7 @@ Notes on what ggml reports (llama-cpp-python 0.3.36's vendored llama.cpp):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import platform
 import re
@@ -207,15 +208,24 @@ def resolve_flash_attn(mode: str, n_gpu_layers: int, devices: Sequence[Device] |
     return "off" if acc is not None and acc.kind == "software" else mode
 
 
-def describe_active(n_gpu_layers: int | None = None, devices: Sequence[Device] | None = None) -> str:
+def describe_active(
+    n_gpu_layers: int | None = None,
+    devices: Sequence[Device] | None = None,
+    backends: Sequence[str] | None = None,
+) -> str:
     """One line for the GUI status bar: "Vulkan · Radeon 8060S", "Vulkan · NVIDIA H200", "CPU · AMD Ryzen ...".
 
     n_gpu_layers None means `default_gpu_layers()`. Software devices are named only when nothing else is there and
-    layers are offloaded (the lavapipe test set-up): "Vulkan · llvmpipe (software)"."""
+    layers are offloaded (the lavapipe test set-up): "Vulkan · llvmpipe (software)". On the CPU the line also says
+    what the wheel was built with (`build_note`), from `backends` or, when neither they nor `devices` are given,
+    from ggml's registry: a CPU line alone can't tell a CPU-only wheel from a Vulkan one that found no GPU."""
     try:
         devs = list_devices() if devices is None else list(devices)
     except (ImportError, OSError, AttributeError):
         devs = []
+    if backends is None and devices is None:
+        with contextlib.suppress(ImportError, OSError, AttributeError):
+            backends = backend_names()
     if n_gpu_layers is None:
         n_gpu_layers = default_gpu_layers(devs)
     if n_gpu_layers != 0:
@@ -224,7 +234,14 @@ def describe_active(n_gpu_layers: int | None = None, devices: Sequence[Device] |
             label = acc.label + (" (software)" if acc.kind == "software" else "")
             partial = "" if n_gpu_layers < 0 or n_gpu_layers >= 999 else f" ({n_gpu_layers} layers)"
             return f"{acc.backend} · {label}{partial}"
-    return f"CPU · {cpu_name()}"
+    return f"CPU · {cpu_name()}{build_note(backends)}"
+
+
+def build_note(backends: Sequence[str] | None) -> str:
+    """ " (Vulkan build)" or " (CPU-only build)": whether the wheel registered a Vulkan backend; "" when unknown."""
+    if backends is None:
+        return ""
+    return " (Vulkan build)" if "Vulkan" in backends else " (CPU-only build)"
 
 
 def backend_names() -> list[str]:
