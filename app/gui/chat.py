@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.types import GenerationSummary
-from app.gui import chat_export
+from app.gui import branches, chat_export
 from app.gui.bridge import GenerationBridge
 from app.gui.chat_request import DEFAULT_CHAT_SETTINGS, build_request, chat_settings, context_used, reply_stats
 from app.gui.chat_settings import ConversationSettingsDialog
@@ -58,6 +58,7 @@ class _Reply:
 
     conversation_id: int
     bridge: GenerationBridge
+    parent_id: int | None = None  # the message it answers: the reply is saved as that message's newest child
     text: str = ""
     segments: list[tuple[str, int, int]] = field(default_factory=list)
     widget: MessageWidget | None = None
@@ -231,6 +232,7 @@ class ChatPanel(QWidget):
         # QPlainTextEdit does not repaint for a new placeholder: seen under Xvfb, the first launch's box still read
         # "Load a model to chat" after the demo model had loaded, until something else redrew it.
         self.input.viewport().update()
+        self._update_actions()
 
     # -- conversations --------------------------------------------------------------------------------------------
     def new_conversation(self) -> None:
@@ -249,13 +251,7 @@ class ChatPanel(QWidget):
         self.title.setText(conv.title)
         if self.conversations.current_id() != conv.id:
             self.conversations.reload(select=conv.id)
-        self._clear_transcript()
-        for m in self.store.messages(conv.id):
-            self._add_bubble(m, m.role)
-        if self.reply is not None and self.reply.conversation_id == conv.id:
-            self.reply.widget = self._add_bubble(None, "assistant")
-            self.reply.dirty = True
-        self._mark_last_regenerable()
+        self._render()
         self._update_controls()
         self.input.setFocus()
 
@@ -285,10 +281,12 @@ class ChatPanel(QWidget):
         if not path:
             return None
         out = Path(path)
-        messages = self.store.messages(conv.id)
-        write = chat_export.to_json if out.suffix.lower() == ".json" else chat_export.to_markdown
-        try:
-            out.write_text(write(conv, messages), encoding="utf-8")
+        tree = self.store.tree(conv.id)
+        active = branches.active_path(tree)
+        as_json = out.suffix.lower() == ".json"
+        try:  # JSON keeps the other branches too; Markdown is the chat as it reads now
+            text = chat_export.to_json(conv, active, tree) if as_json else chat_export.to_markdown(conv, active)
+            out.write_text(text, encoding="utf-8")
         except OSError as e:
             QMessageBox.warning(self, "Export chat", f"Could not write {out}: {e.strerror or e}")
             return None
@@ -343,14 +341,31 @@ class ChatPanel(QWidget):
         self.conv = self.store.get_conversation(self.conv.id)
 
     # -- transcript -----------------------------------------------------------------------------------------------
-    def _clear_transcript(self) -> None:
-        while self.tlayout.count() > 1:
-            item = self.tlayout.takeAt(0)
+    def _render(self, keep: int = 0) -> None:
+        """Show the open chat's active path, keeping its first `keep` bubbles (what lies above an edit or a switch
+        is unchanged); while a reply streams here, the path ends at the message it answers, the reply below it."""
+        assert self.conv is not None
+        tree = self.store.tree(self.conv.id)
+        path, places = branches.active_path(tree), branches.positions(tree)
+        r = self.reply if self.reply is not None and self.reply.conversation_id == self.conv.id else None
+        if r is not None:
+            path = branches.up_to(path, r.parent_id)
+        self._clear_transcript(keep)
+        for m in path[keep:]:
+            self._add_bubble(m, m.role, places.get(m.id))
+        if r is not None:
+            r.widget = self._add_bubble(None, "assistant")
+            r.dirty = True
+
+    def _clear_transcript(self, keep: int = 0) -> None:
+        """Remove the bubbles after the first `keep`."""
+        while self.tlayout.count() > keep + 1:  # the last item is the stretch that keeps bubbles at the top
+            item = self.tlayout.takeAt(keep)
             w = item.widget() if item is not None else None
             if w is not None:
                 w.deleteLater()
-        if self.reply is not None:
-            self.reply.widget = None
+                if self.reply is not None and self.reply.widget is w:
+                    self.reply.widget = None
 
     def bubbles(self) -> list[MessageWidget]:
         out = []
@@ -368,18 +383,22 @@ class ChatPanel(QWidget):
                 return context_used(b.message.stats)
         return None
 
-    def _add_bubble(self, message: Message | None, role: str) -> MessageWidget:
+    def _add_bubble(self, message: Message | None, role: str, place: tuple[int, int] | None = None) -> MessageWidget:
+        """A bubble at the end of the transcript; `place` is its (i, n) among the message's versions."""
         w = MessageWidget(message, role)
         w.regenerate.connect(self.regenerate)
+        w.edited.connect(self.edit)
+        w.switched.connect(self.switch_branch)
+        if place is not None:
+            w.branch.set_position(*place)
+        w.set_actions(self.engine is not None and not self.busy, not self.busy)
         self.tlayout.insertWidget(self.tlayout.count() - 1, w)
         return w
 
-    def _mark_last_regenerable(self) -> None:
-        bubbles = self.bubbles()
-        for b in bubbles:
-            b.regen_btn.setVisible(False)
-        if bubbles and bubbles[-1].role == "assistant" and bubbles[-1].message is not None and not self.busy:
-            bubbles[-1].regen_btn.setVisible(True)
+    def _update_actions(self) -> None:
+        # Edit and Regenerate need a model; no bubble's action may change the transcript under a streaming reply.
+        for b in self.bubbles():
+            b.set_actions(self.engine is not None and not self.busy, not self.busy)
 
     def _track_bottom(self, value: int) -> None:
         bar = self.scroll_area.verticalScrollBar()
@@ -419,37 +438,63 @@ class ChatPanel(QWidget):
         self.conversations.reload(select=self.conv.id if self.conv else None)
         self._add_bubble(msg, "user")
         self._at_bottom = True
-        self._generate()
+        self._generate(self.store.active_path(msg.conversation_id))
         return True
 
-    def regenerate(self) -> None:
-        """Drop the last assistant reply and generate it again from the same history."""
+    def _path_index(self, message: Message | None) -> tuple[list[Message], int | None]:
+        """The open chat's active path and where `message` is on it (None: not on it, or no chat)."""
+        path = self.store.active_path(self.conv.id) if self.conv is not None else []
+        ids = [m.id for m in path]
+        return path, ids.index(message.id) if message is not None and message.id in ids else None
+
+    def regenerate(self, message: Message | None = None) -> None:
+        """Generate another version of a reply (the last one by default) from the history before it; the reply
+        it replaces stays a branch, with whatever followed it."""
         if self.engine is None or self.conv is None or self.busy:
             return
-        msgs = self.store.messages(self.conv.id)
-        if not msgs or msgs[-1].role != "assistant":
+        path, i = self._path_index(message)
+        if message is None and path:
+            i = len(path) - 1
+        if i is None or path[i].role != "assistant":
             return
-        self.store.delete_message(msgs[-1].id)
-        bubbles = self.bubbles()
-        if bubbles and bubbles[-1].role == "assistant":
-            bubbles[-1].deleteLater()
-            self.tlayout.removeWidget(bubbles[-1])
-        self._generate()
+        self._clear_transcript(i)
+        self._generate(path[:i])
 
-    def _generate(self) -> None:
+    def edit(self, message: Message, text: str) -> bool:
+        """Send `text` as a new version of a user message and stream its reply; the earlier version and all that
+        followed it stay a branch. False if not possible."""
+        if self.engine is None or self.conv is None or self.busy or message.role != "user" or not text.strip():
+            return False
+        _path, i = self._path_index(message)
+        if i is None or self.store.branch_from(message.id, text.strip()) is None:
+            return False
+        self._render(i)
+        self._at_bottom = True
+        self._generate(self.store.active_path(self.conv.id))
+        return True
+
+    def switch_branch(self, message: Message, step: int) -> None:
+        """Show the previous (-1) or next (+1) version of a message, with the continuation last used below it."""
+        if self.conv is None or self.busy:
+            return
+        _path, i = self._path_index(message)
+        if i is not None and self.store.switch(message.id, step) is not None:
+            self._render(i)
+
+    def _generate(self, history: list[Message]) -> None:
+        """Stream a reply to `history` (a prefix of the active path); it is saved after history's last message."""
         assert self.engine is not None and self.conv is not None
         try:
-            request = build_request(self.conv, self.store.messages(self.conv.id))
+            request = build_request(self.conv, history)
         except Exception as e:  # bad settings (e.g. out-of-range values from an old row)
             self._show_error(f"Invalid chat settings: {e}")
             return
         bridge = GenerationBridge(self.engine, request, self)
-        reply = _Reply(self.conv.id, bridge)
+        reply = _Reply(self.conv.id, bridge, history[-1].id if history else None)
         reply.widget = self._add_bubble(None, "assistant")
         reply.widget.body.setPlainText("…")
         self.reply = reply
         bridge.finished.connect(self._on_finished)
-        self._mark_last_regenerable()
         self._update_controls()
         self.render_timer.start()
         bridge.start()
@@ -498,20 +543,20 @@ class ChatPanel(QWidget):
             stats = reply_stats(r.summary, r.bridge.ttft)
             # Keep the draft provenance so "Highlight drafted tokens" also works for past replies.
             stats["segments"] = [list(s) for s in r.segments]
-            saved = self.store.add_message(r.conversation_id, "assistant", r.summary.text, stats)
+            saved = self.store.add_child(r.conversation_id, r.parent_id, "assistant", r.summary.text, stats)
         if r.widget is not None:
             if saved is not None:
                 r.widget.message = saved
                 r.widget.set_text(saved.content, r.segments if self.highlight.isChecked() else None, r.segments)
                 r.widget.set_stats(saved.stats or {})
-            else:
-                r.widget.deleteLater()
-                self.tlayout.removeWidget(r.widget)
+                versions = [m.id for m in self.store.siblings(saved.id)]
+                r.widget.branch.set_position(versions.index(saved.id) + 1, len(versions))
+            else:  # nothing to keep: show the path again (a regenerated reply's earlier version comes back)
+                self._render(self.bubbles().index(r.widget))
         if r.error and not r.stop_requested:
             self._show_error(r.error)
             self.reply_failed.emit(r.error)
         self.conversations.reload()
-        self._mark_last_regenerable()
         self._update_controls()
         self.reply_finished.emit(saved)
 

@@ -1,4 +1,5 @@
-"""One message bubble: the Markdown (or draft-highlighted) body, its stats footer and Copy / Regenerate."""
+"""One message bubble: the Markdown (or draft-highlighted) body, its stats footer, Copy / Edit / Regenerate and its
+`‹ i/n ›` version switch."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QPlainTextEdit,
     QPushButton,
     QSizePolicy,
     QTextBrowser,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -114,10 +117,71 @@ class StreamingBody(QWidget):
         self.tail.render_markdown(text[self.settled_len :] or "…")
 
 
-class MessageWidget(QFrame):
-    """One message bubble: role + stats header, the rendered body, and Copy / Regenerate buttons."""
+class BranchSwitch(QWidget):
+    """`‹ i/n ›`: which version of a message this is, and arrows to the previous and next one (LM Studio, ChatGPT)."""
 
-    regenerate = Signal()
+    stepped = Signal(int)  # -1 previous, +1 next
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.prev_btn = QToolButton()
+        self.prev_btn.setText("‹")
+        self.prev_btn.setToolTip("Previous version")
+        self.prev_btn.clicked.connect(lambda: self.stepped.emit(-1))
+        self.label = QLabel("")
+        self.label.setStyleSheet("color: #555;")
+        self.next_btn = QToolButton()
+        self.next_btn.setText("›")
+        self.next_btn.setToolTip("Next version")
+        self.next_btn.clicked.connect(lambda: self.stepped.emit(+1))
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        for w in (self.prev_btn, self.label, self.next_btn):
+            lay.addWidget(w)
+        for b in (self.prev_btn, self.next_btn):
+            b.setAutoRaise(True)
+        self.index, self.count = 1, 1
+        self.setVisible(False)
+
+    def set_position(self, index: int, count: int, enabled: bool = True) -> None:
+        """Show `index/count`; hidden for a message with one version, arrows off at the ends (or while busy)."""
+        self.index, self.count = index, count
+        self.label.setText(f"{index}/{count}")
+        self.prev_btn.setEnabled(enabled and index > 1)
+        self.next_btn.setEnabled(enabled and index < count)
+        self.setVisible(count > 1)
+
+    def text(self) -> str:
+        return f"{self.prev_btn.text()} {self.label.text()} {self.next_btn.text()}"
+
+
+class EditBox(QWidget):
+    """A user message edited in place: its text, Send (as a new version, the old one kept) and Cancel."""
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.editor = QPlainTextEdit(text)
+        self.editor.setFixedHeight(80)
+        self.send_btn = QPushButton("Send")
+        self.send_btn.setToolTip("Send the edited message; the earlier version and its replies stay a branch")
+        self.cancel_btn = QPushButton("Cancel")
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(self.cancel_btn)
+        row.addWidget(self.send_btn)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.editor)
+        lay.addLayout(row)
+
+
+class MessageWidget(QFrame):
+    """One message bubble: role + stats header, the rendered body, Copy / Edit / Regenerate and `‹ i/n ›`."""
+
+    regenerate = Signal(object)  # this bubble's Message: generate another version of this reply
+    edited = Signal(object, str)  # this bubble's Message and its new text: send it as a new version
+    switched = Signal(object, int)  # this bubble's Message and -1 / +1: show its previous / next version
 
     def __init__(self, message: Message | None, role: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -130,31 +194,18 @@ class MessageWidget(QFrame):
         self.setStyleSheet(
             f"QFrame#bubble_{role} {{ background: {bg}; border: 1px solid #dadce0; border-radius: 8px; }}"
         )
-        who = QLabel({"user": "You", "assistant": "Assistant", "error": "Error"}.get(role, role.title()))
-        who.setStyleSheet("font-weight: bold; color: #444;")
         self.stats_label = QLabel("")
         self.stats_label.setStyleSheet("color: #666; font-size: 11px;")
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.stats_label.setWordWrap(True)  # the whole footer, DD's decision too, not clipped at the edge
-        self.copy_btn = QPushButton("Copy")
-        self.copy_btn.setFlat(True)
-        self.copy_btn.setToolTip("Copy this message as Markdown")
-        self.copy_btn.clicked.connect(self.copy)
-        self.regen_btn = QPushButton("Regenerate")
-        self.regen_btn.setFlat(True)
-        self.regen_btn.setVisible(False)
-        self.regen_btn.clicked.connect(self.regenerate)
-        head = QHBoxLayout()
-        head.addWidget(who)
-        head.addStretch(1)
-        head.addWidget(self.regen_btn)
-        head.addWidget(self.copy_btn)
         self.body = MarkdownView()
         self.live: StreamingBody | None = None  # while a reply streams (plain Markdown, no highlighting)
+        self.edit_box: EditBox | None = None  # while the user edits this message
+        self._can_edit = False
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 6, 8, 6)
         lay.setSpacing(2)
-        lay.addLayout(head)
+        lay.addLayout(self._build_head(role))
         lay.addWidget(self.body)
         self.tool_calls = ToolCallsView()
         self.thinking = ThinkingBox()  # collapsed under the answer
@@ -166,6 +217,71 @@ class MessageWidget(QFrame):
             self.set_text(message.content)
             if message.stats:
                 self.set_stats(message.stats)
+
+    def _build_head(self, role: str) -> QHBoxLayout:
+        """Who wrote it, then the version switch and the Edit / Regenerate / Copy buttons."""
+        who = QLabel({"user": "You", "assistant": "Assistant", "error": "Error"}.get(role, role.title()))
+        who.setStyleSheet("font-weight: bold; color: #444;")
+        self.branch = BranchSwitch()
+        self.branch.stepped.connect(lambda step: self.switched.emit(self.message, step))
+        self.copy_btn = QPushButton("Copy")
+        self.copy_btn.setFlat(True)
+        self.copy_btn.setToolTip("Copy this message as Markdown")
+        self.copy_btn.clicked.connect(self.copy)
+        self.edit_btn = QPushButton("Edit")
+        self.edit_btn.setFlat(True)
+        self.edit_btn.setToolTip("Edit and send again; this version and its replies stay a branch")
+        self.edit_btn.setVisible(False)
+        self.edit_btn.clicked.connect(self.start_edit)
+        self.regen_btn = QPushButton("Regenerate")
+        self.regen_btn.setFlat(True)
+        self.regen_btn.setToolTip("Generate another version of this reply; this one stays a branch")
+        self.regen_btn.setVisible(False)
+        self.regen_btn.clicked.connect(lambda: self.regenerate.emit(self.message))
+        head = QHBoxLayout()
+        head.addWidget(who)
+        head.addStretch(1)
+        for w in (self.branch, self.edit_btn, self.regen_btn, self.copy_btn):
+            head.addWidget(w)
+        return head
+
+    def set_actions(self, generate: bool, switch: bool) -> None:
+        """Offer Edit (your messages) and Regenerate (saved replies) where `generate`, the version arrows where
+        `switch`."""
+        saved = self.message is not None and self.message.id > 0  # not an error notice or a streaming reply
+        self._can_edit = generate and saved and self.role == "user"
+        self.edit_btn.setVisible(self._can_edit and self.edit_box is None)
+        if self.edit_box is not None:
+            self.edit_box.send_btn.setEnabled(generate)
+        self.regen_btn.setVisible(generate and saved and self.role == "assistant")
+        self.branch.set_position(self.branch.index, self.branch.count, switch)
+
+    def start_edit(self) -> None:
+        """Swap the text for an editor; its Send emits `edited`, Cancel puts the text back."""
+        if self.edit_box is not None:
+            return
+        self.edit_box = EditBox(self.content)
+        self.edit_box.send_btn.clicked.connect(self._send_edit)
+        self.edit_box.cancel_btn.clicked.connect(self.cancel_edit)
+        lay = self.layout()
+        assert isinstance(lay, QVBoxLayout)
+        lay.insertWidget(lay.indexOf(self.body), self.edit_box)
+        self.body.setVisible(False)
+        self.edit_btn.setVisible(False)
+        self.edit_box.editor.setFocus()
+
+    def cancel_edit(self) -> None:
+        if self.edit_box is not None:
+            self.edit_box.setParent(None)
+            self.edit_box.deleteLater()
+            self.edit_box = None
+            self.body.setVisible(True)
+            self.edit_btn.setVisible(self._can_edit)
+
+    def _send_edit(self) -> None:
+        text = self.edit_box.editor.toPlainText().strip() if self.edit_box is not None else ""
+        if text:
+            self.edited.emit(self.message, text)
 
     def _parts(self, text: str, counts: list[Segment] | None) -> ReplyParts:
         """The answer, thinking and tool calls of an assistant reply (shown apart); `counts` counts the thinking."""
