@@ -39,6 +39,9 @@ class EngineConfig:
     recurrent_snapshots: int = 8
     dynamic_draft: bool = True  # apply the calibrated table when one matches this engine's fingerprint
     dd_force: bool = False  # force mode: DD's choice wins over request-level speculative fields
+    # The in-request guard (app.speculative.guard): a fixed setting that DD or the default chose decodes plain for a
+    # while where it realizes fewer tokens per ms than plain decoding.
+    spec_guard: bool = True
     # The target's multi-token-prediction head as the "mtp" draft source: "auto" loads it when the GGUF has one,
     # "on" refuses a GGUF without, "off" never loads it (saves the head's weights and its context).
     mtp: str = "auto"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from app.engine.config import EngineConfig
 from app.engine.types import DynamicDraftRecord, GenerationRequest, InvalidRequest
@@ -77,11 +78,18 @@ def request_class(request: GenerationRequest, text: str) -> RequestClass:
 
 
 def wire_record(
-    record: DecisionRecord, policy: DynamicDraftPolicy, status: str, disabled: str | None
+    record: DecisionRecord,
+    policy: DynamicDraftPolicy,
+    status: str,
+    disabled: str | None,
+    guard: list[dict[str, Any]] | None = None,
 ) -> DynamicDraftRecord:
     """The decision record as responses carry it: a stale table's differing fields and how to recalibrate (`status`,
-    the table's load message), and why speculation is off for this model where it is (`disabled`)."""
+    the table's load message), why speculation is off for this model where it is (`disabled`), and when the
+    in-request guard turned speculation off and on again (`guard`, where it acted)."""
     out: DynamicDraftRecord = {**record.to_dict()}
+    if guard:
+        out["guard"] = guard
     if record.reason == "stale_table":
         out["stale_fields"] = list(policy.stale_fields)
         out["stale_message"] = status

@@ -48,7 +48,7 @@ from app.runtime.grammar import Grammar, GrammarError
 from app.runtime.llama import LlamaError, Vocab
 from app.speculative import registry
 from app.speculative.adaptive import cost_stop_step
-from app.speculative.control import StepOutcome, StepPlan, StepView, controller_for
+from app.speculative.control import StepOutcome, StepPlan, StepView, controller_for, guard_record
 from app.speculative.settings import SpecSettings
 from app.speculative.sources import takes_floors
 from app.speculative.telemetry import SpecStats
@@ -266,7 +266,9 @@ class Session:
         cache_n = self.cache.prepare(prompt, request.cache_prompt)
         restore_ms = (time.perf_counter() - t_prompt) * 1000.0
         settings, record = self._weigh_catch_up(prompt, request.max_tokens, settings, record)
-        run = self._new_run(request, prompt, settings, grammar)
+        # DD's or the default's choice is guarded; a request's own setting runs as asked (calibration measures so).
+        guarded = self.config.spec_guard and (request.speculative is None or record.reason == "forced")
+        run = self._new_run(request, prompt, settings, grammar, guarded)
         self.stats.start_request(record.content_class or CHAT)
         warm, seeded, measures_costs = self._warm_start(run, record)
 
@@ -301,7 +303,12 @@ class Session:
         yield DoneEvent(self._summary(run, record, timings, kept))
 
     def _new_run(
-        self, request: GenerationRequest, prompt: list[int], settings: SpecSettings, grammar: Grammar | None
+        self,
+        request: GenerationRequest,
+        prompt: list[int],
+        settings: SpecSettings,
+        grammar: Grammar | None,
+        guarded: bool = False,
     ) -> Run:
         """The request's mutable state, with its reasoning budget and its per-step draft control (control.py)."""
         return Run(
@@ -311,7 +318,13 @@ class Session:
             rng=np.random.default_rng(request.sampling.seed),
             stream=TextStream(request.stop),
             control=controller_for(
-                settings, self.sources, self._verify_ms, self._draft_ms, self.pool_step_cost, self._caps.n_max + 1
+                settings,
+                self.sources,
+                self._verify_ms,
+                self._draft_ms,
+                self.pool_step_cost,
+                self._caps.n_max + 1,
+                guarded,
             ),
             grammar=grammar,
             mu=mirostat.initial_mu(request.sampling.mirostat_tau),
@@ -384,7 +397,9 @@ class Session:
             steps=run.steps,
             prompt_tokens=len(run.prompt),
             settings=run.settings,
-            dynamic_draft=wire_record(record, self.policy, self.dd_status, self.speculation_disabled_reason),
+            dynamic_draft=wire_record(
+                record, self.policy, self.dd_status, self.speculation_disabled_reason, guard_record(run.control)
+            ),
             per_source=with_idle_reasons(self.stats.request_summary(), run.idle_reasons),
             content_class=self.stats.content_class,
             content_subclass=record.content_subclass,

@@ -248,6 +248,7 @@ class DynamicDraftRecord(DecisionDict, total=False):
     applied_per_request: bool  # external llama-server: whether DD's choice reaches the server per request
     per_request_note: str  # the sentence saying so (app.engine.external_policy.PerRequest)
     runtime: ExternalRuntimeNote  # external llama-server: what ran there
+    guard: list[dict[str, Any]]  # the in-request guard's events, where it acted (app.speculative.guard.GuardEvent)
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,7 @@ def reply_stats(summary: GenerationSummary, ttft_s: float | None) -> dict[str, A
             "catch_up_ms": dd.get("catch_up_ms"),
             "passed_over": dd.get("passed_over"),
             "default_basis": dd.get("default_basis"),
+            "guard": dd.get("guard"),
         },
     }
 
@@ -176,6 +177,17 @@ def class_label(dd: dict[str, Any]) -> str:
         basis = f"{cls}'s row"
     name = f"{cls}/{sub}" if sub else str(cls)
     return f"{name}, {basis}" if basis else name
+
+
+def guard_note(events: list[dict[str, Any]] | None) -> str:
+    """What the in-request guard did, e.g. "guard: plain from token 12 (13 vs 65 tok/s), 1 probe" ("" if nothing)."""
+    pauses = [e for e in events or () if e.get("action") == "plain"]
+    if not pauses:
+        return ""
+    first = pauses[0]
+    note = f"guard: plain from token {first['token']} ({first['spec_tok_s']:.0f} vs {first['plain_tok_s']:.0f} tok/s)"
+    probes = sum(1 for e in events or () if e.get("action") == "probe")
+    return note + (f", {probes} probe{'s' if probes != 1 else ''}" if probes else "")
 
 
 def format_stats(stats: dict[str, Any]) -> str:
@@ -208,6 +220,8 @@ def format_stats(stats: dict[str, Any]) -> str:
         why += f": {dd['default_basis']}"
     if cls := class_label(dd):
         why += f"; {cls}"
+    if guard := guard_note(dd.get("guard")):
+        why += f"; {guard}"
     parts.append(f"DD {state}: {dd.get('setting', stats.get('spec', '?'))} ({why})")
     if stats.get("finish_reason") == "cancelled":
         parts.append("stopped")

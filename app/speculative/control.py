@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from app.runtime.sampling import SamplingParams
 from app.speculative.adaptive import AdaptiveLength, CostModel
+from app.speculative.guard import SpeculationGuard
 from app.speculative.pool import SourcePool, profile_cost_model
 from app.speculative.registry import NONE, POOL, pool_arms
 from app.speculative.settings import SpecSettings
@@ -211,6 +212,37 @@ class PoolControl:
         return self.pool.draft_costs()
 
 
+class GuardedControl:
+    """A controller under the in-request guard (app.speculative.guard): the guard may make a step a plain decode;
+    every step's outcome goes to both."""
+
+    def __init__(self, inner: DraftController, guard: SpeculationGuard) -> None:
+        self.inner, self.guard = inner, guard
+        self.pool, self.adaptive, self.learns_costs = inner.pool, inner.adaptive, inner.learns_costs
+        self.committed = 0  # reply tokens so far, for the guard's events
+
+    def plan(self, view: StepView) -> StepPlan:
+        return self.inner.plan(view) if self.guard.speculate() else StepPlan(NONE, 0)
+
+    def observe(self, outcome: StepOutcome) -> None:
+        o = outcome
+        self.committed += len(o.committed)
+        self.guard.observe(o.drafted, len(o.committed), o.draft_ms, o.verify_ms, o.cost_sample, self.committed)
+        self.inner.observe(outcome)
+
+    def untried(self) -> dict[str, str]:
+        return self.inner.untried()
+
+    def draft_costs(self) -> dict[str, float]:
+        return self.inner.draft_costs()
+
+
+def guard_record(control: DraftController) -> list[dict[str, Any]] | None:
+    """The guard's events for the decision record, where a guard ran and acted (else None)."""
+    guard = control.guard if isinstance(control, GuardedControl) else None
+    return guard.record() if guard is not None and guard.events else None
+
+
 # Why the pool never tried a source, by the code its last weighing gave (app.speculative.pool: passed_over).
 PASSED_OVER = {
     "no_gain": "not tried: at the measured costs it would not beat plain decoding even with every token accepted",
@@ -236,9 +268,26 @@ def controller_for(
     draft_ms: dict[str, float],
     step_cost: Callable[[str, int], float] | None,
     max_rows: int,
+    guard: bool = False,
 ) -> DraftController:
     """The run's controller for its settings. `verify_ms`/`draft_ms` are the session's measured tables (shared, so
-    what one request learns the next starts from); `step_cost`, a device cost profile standing in for them."""
+    what one request learns the next starts from); `step_cost`, a device cost profile standing in for them. `guard`:
+    a fixed speculative setting runs under the in-request guard (GuardedControl), seeded with the measured one-row
+    decode; the adaptive length and the pool have their own plain arm."""
+    fixed = _unguarded(settings, sources, verify_ms, draft_ms, step_cost, max_rows)
+    if guard and isinstance(fixed, FixedControl) and not settings.is_plain:
+        return GuardedControl(fixed, SpeculationGuard(plain_ms=verify_ms.get(1)))
+    return fixed
+
+
+def _unguarded(
+    settings: SpecSettings,
+    sources: Mapping[str, DraftSource],
+    verify_ms: dict[int, float],
+    draft_ms: dict[str, float],
+    step_cost: Callable[[str, int], float] | None,
+    max_rows: int,
+) -> DraftController:
     if settings.source == POOL:
         pool = SourcePool(
             pool_arms(sources),
