@@ -48,6 +48,7 @@ from app.gui.model import (
     choice_to_json,
     demo_path,
     profile_key,
+    propose_draft_for,
 )
 from app.gui.models_panel import ModelsPanel
 from app.gui.plots import LivePlots
@@ -317,11 +318,30 @@ class MainWindow(QMainWindow):
                 self.models.load(choice)
 
     def _load_local(self, path: str) -> None:
+        """The Models tab's "Load selected": a model loaded before gets its own remembered profile; a new one keeps
+        the loaded one's settings and the draft pairing proposes (the catalog's pair, else a same-tokenizer file on
+        disk), found off the UI thread (header reads) and said in the status bar (Model ▸ Load… changes it)."""
         cur = self.models.choice
-        # A model loaded before gets its own remembered profile; a new one keeps the loaded one's settings.
         known = self.remembered_choice(path)
-        self.models.load(known or (replace(cur, model=path, draft=None, demo=False) if cur else ModelChoice(path)))
         self.tabs.setCurrentIndex(0)
+        if known is not None:
+            self.models.load(known)
+            return
+        base = replace(cur, model=path, draft=None, demo=False) if cur else ModelChoice(path)
+        self.statusBar().showMessage(f"Looking for a draft model for {Path(path).name}…")
+        call = BackgroundCall(lambda: propose_draft_for(path), "dynadraft-draft-pairing", self)
+        call.succeeded.connect(lambda proposal: self._load_paired(base, proposal))
+        call.failed.connect(lambda _why: self._load_paired(base, None))  # no proposal: load it alone, as before
+        call.start()
+        self._pairing_call = call  # keep a reference until it reports
+
+    def _load_paired(self, choice: ModelChoice, proposal: Any) -> None:
+        if proposal is not None:
+            choice = replace(choice, draft=str(proposal.path))
+            self.statusBar().showMessage(f"Draft model: {proposal.path.name} ({proposal.reason})", 10_000)
+        else:
+            self.statusBar().clearMessage()
+        self.models.load(choice)
 
     def _on_loading(self, label: str) -> None:
         self.st_model.setText(f"Loading {label}…")

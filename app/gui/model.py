@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # llama.cpp loads only when a model does, so the window opens
     from app.engine.config import EngineConfig
     from app.engine.profile import EngineProfile
     from app.engine.worker import Engine
+    from app.models.pairing import DraftProposal
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,19 @@ def demo_path() -> Path | None:
         return demo_model_path()
     except Exception:
         return None
+
+
+def propose_draft_for(model: str) -> DraftProposal | None:
+    """The draft to offer with `model` (blocking: header reads): the catalog's pair on disk, else a same-tokenizer
+    local GGUF under a quarter of its size."""
+    from app.models.catalog import CatalogError, load_catalog
+    from app.models.pairing import propose_draft
+
+    try:
+        catalog = load_catalog()
+    except (CatalogError, OSError, ValueError):
+        catalog = None  # a broken user catalog (the Models tab says so) must not stop the search on disk
+    return propose_draft(model, catalog)
 
 
 def backend_label(n_gpu_layers: int | None = None) -> str:
@@ -292,11 +306,27 @@ class ModelDialog(QDialog):
         lay.addWidget(buttons)
 
     def _build_file_fields(self, current: ModelChoice | None) -> None:
-        """The model and draft paths, from the current choice (a demo model's path is not shown)."""
+        """The model and draft paths, from the current choice (a demo model's path is not shown), and the line that
+        says why a draft was proposed."""
         self.model = QLineEdit(current.model if current and not current.demo else "")
         self.model.setPlaceholderText("/path/to/model.gguf")
         self.draft = QLineEdit(current.draft or "" if current else "")
         self.draft.setPlaceholderText("optional: a smaller model with the same tokenizer, for speculative decoding")
+        self.draft.textChanged.connect(self._draft_edited)
+        self.no_draft_btn = QPushButton("None")
+        self.no_draft_btn.setToolTip("Load the model without a draft model")
+        self.no_draft_btn.clicked.connect(self.draft.clear)
+        self.draft_note = QLabel("")
+        self.draft_note.setWordWrap(True)
+        self.draft_note.setStyleSheet("color: #555;")
+        # The draft last filled in for the user (proposed or remembered) and why: replaced when another model is
+        # chosen, where a draft the user typed or browsed to is kept.
+        self._auto_draft: str | None = None
+        self._auto_reason = ""
+        # The model a draft was last looked for: leaving the field again without changing it proposes nothing new,
+        # and the choice the dialog opens with keeps its own draft (or none).
+        self._paired_for = current.model if current and not current.demo else None
+        self._pairing: BackgroundCall | None = None
 
     def _build_profile_fields(self) -> None:
         """The engine profile's boxes (context, GPU layers, threads, flash attention) and the training-context note."""
@@ -351,7 +381,10 @@ class ModelDialog(QDialog):
     def _build_form(self) -> QFormLayout:
         form = QFormLayout()
         form.addRow("Model (GGUF)", self._browse_row(self.model, "Choose the model"))
-        form.addRow("Draft model", self._browse_row(self.draft, "Choose a draft model"))
+        draft_row = self._browse_row(self.draft, "Choose a draft model")
+        draft_row.addWidget(self.no_draft_btn)
+        form.addRow("Draft model", draft_row)
+        form.addRow("", self.draft_note)
         form.addRow("Context size", self.n_ctx)
         form.addRow("", self.trained)
         form.addRow("GPU layers", self.gpu_layers)
@@ -404,12 +437,80 @@ class ModelDialog(QDialog):
         self._wanted_ctx = value
 
     def _model_changed(self) -> None:
-        """A model chosen again gets the profile it last ran with (so its calibration table still applies)."""
-        known = self.remembered(self.model.text().strip()) if self.remembered else None
+        """A model chosen again gets the profile it last ran with (so its calibration table still applies); with
+        no draft remembered, one is proposed (the catalog's pair, or a much smaller same-tokenizer GGUF on disk)."""
+        model = self.model.text().strip()
+        known = self.remembered(model) if self.remembered else None
         if known is not None:
             self._set_profile(known)
-            if known.draft and not self.draft.text().strip():
-                self.draft.setText(known.draft)
+            if known.draft and self._draft_replaceable():
+                self._paired_for = model
+                self._fill_draft(known.draft, "used with this model last time")
+                return
+        self._propose_draft(model)
+
+    def _draft_replaceable(self) -> bool:
+        """Whether the draft field holds nothing the user chose (empty, or what was filled in for them)."""
+        text = self.draft.text().strip()
+        return not text or text == self._auto_draft
+
+    def _fill_draft(self, path: str, reason: str) -> None:
+        self._auto_draft, self._auto_reason = path or None, reason
+        self.draft.setText(path)
+        self._draft_edited(path)  # the note, even where the text was already this
+
+    def _draft_edited(self, text: str) -> None:
+        text = text.strip()
+        if text and text == self._auto_draft:
+            self.draft_note.setText(f"Proposed draft: {Path(text).name} ({self._auto_reason}).")
+        elif not text and self._auto_draft:
+            self.draft_note.setText("No draft model: the model loads without one.")
+        else:
+            self.draft_note.setText("")
+
+    def _propose_draft(self, model: str) -> None:
+        """Look for a draft off the GUI thread: a large vocabulary's GGUF header takes a while to read."""
+        if model == self._paired_for:
+            return
+        self._paired_for = model
+        if not model or not Path(model).is_file():
+            if self._draft_replaceable():
+                self._fill_draft("", "")
+            return
+        self.draft_note.setText("Looking for a draft model that pairs with this one…")
+        # No parent, and bound slots: a dialog closed before the answer just drops the connection.
+        self._pairing = BackgroundCall(lambda: propose_draft_for(model), "dynadraft-gui-pairing")
+        self._pairing.succeeded.connect(self._proposed)
+        self._pairing.failed.connect(self._proposal_failed)
+        self._pairing.start()
+
+    def _answer_is_current(self) -> bool:
+        """Whether the pairing call reporting now is the one for the model in the field (not an earlier choice's)."""
+        return self.sender() is self._pairing and self._paired_for == self.model.text().strip()
+
+    def _proposal_failed(self, message: str) -> None:
+        if self._answer_is_current():
+            self._show_proposal(None, message)
+
+    def _proposed(self, proposal: DraftProposal | None) -> None:
+        if self._answer_is_current():
+            self._show_proposal(proposal)
+
+    def _show_proposal(self, proposal: DraftProposal | None, error: str = "") -> None:
+        """Fill in the proposal (or clear what was filled in before) unless the user chose a draft themselves."""
+        if proposal is None:
+            if self._draft_replaceable():
+                self._fill_draft("", "")
+            self.draft_note.setText(
+                f"No draft proposed: {error}"
+                if error
+                else "No draft proposed: no catalog pair on disk, and no local GGUF under a quarter of this model's "
+                "size with the same tokenizer."
+            )
+        elif self._draft_replaceable() or self.draft.text().strip() == str(proposal.path):
+            self._fill_draft(str(proposal.path), proposal.reason)
+        else:
+            self.draft_note.setText(f"Your draft is kept; proposed: {proposal.path.name} ({proposal.reason}).")
 
     def _demo(self) -> None:
         self.use_demo = True

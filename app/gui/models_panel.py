@@ -1,4 +1,4 @@
-"""The Models panel: catalog families and builds, models on disk, and downloads with progress."""
+"""The Models panel: catalog families and builds, Hub search, models on disk, and downloads with progress."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QTabWidget,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -23,6 +24,8 @@ from app.engine.cache_usage import DEFAULT_TOTAL_MIB, enforce_total
 from app.engine.cache_usage import clear as clear_prompt_caches
 from app.engine.cache_usage import folders as prompt_caches
 from app.gui.bridge import BackgroundCall
+from app.gui.hub_search import HubSearch, one_line
+from app.gui.hub_search import size_text as _size
 from app.gui.panel_support import ProgressRelay
 from app.models import catalog as model_catalog
 from app.models import download_progress as downloads
@@ -30,18 +33,9 @@ from app.models import local as local_models
 from app.paths import get_paths
 
 
-def _size(n: int | None) -> str:
-    if not n:
-        return "?"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
-
-
 class ModelsPanel(QWidget):
-    """Catalog families and builds with badges, models already on disk, and downloads with progress."""
+    """Catalog families and builds with badges, a Hub search with REPO:FILE downloads, models already on disk, and
+    downloads (catalog or Hub, one at a time) with progress, cancel and resume."""
 
     load_requested = Signal(str)  # a local GGUF path to load
     cache_cap_changed = Signal(int)  # the prompt cache's total cap, MiB (the main window keeps it)
@@ -55,16 +49,12 @@ class ModelsPanel(QWidget):
         self._relay.progress.connect(self._on_progress)
 
         lay = QVBoxLayout(self)
-        lay.addWidget(
-            QLabel("<b>Catalog</b>: models known to work with DynaDraft, with the draft that pairs with each.")
-        )
-        self.tree = QTreeWidget()
-        self.tree.setHeaderLabels(["Model / build", "Format", "Size", "Badges"])
-        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.tree.itemSelectionChanged.connect(self._sync)
-        lay.addWidget(self.tree, 2)
-        self.download_btn = QPushButton("Download selected")
-        self.download_btn.clicked.connect(self.download_selected)
+        self.sources = QTabWidget()
+        self.sources.addTab(self._build_catalog_page(), "Catalog")
+        self.hub = HubSearch()
+        self.hub.pull_requested.connect(self.download_spec)
+        self.sources.addTab(self.hub, "Hugging Face Hub")
+        lay.addWidget(self.sources, 2)
         self.cancel_btn = QPushButton("Cancel download")
         self.cancel_btn.clicked.connect(self.cancel_download)
         self.progress = QProgressBar()
@@ -73,7 +63,6 @@ class ModelsPanel(QWidget):
         self.dl_status = QLabel("")
         self.dl_status.setWordWrap(True)
         row = QHBoxLayout()
-        row.addWidget(self.download_btn)
         row.addWidget(self.cancel_btn)
         row.addWidget(self.progress, 1)
         lay.addLayout(row)
@@ -97,6 +86,26 @@ class ModelsPanel(QWidget):
         lay.addLayout(self._build_prompt_cache_row())
         self._loaded = False
         self._sync()
+
+    def _build_catalog_page(self) -> QWidget:
+        """The catalog's families and builds, with the button that downloads the selected build."""
+        page = QWidget()
+        lay = QVBoxLayout(page)
+        lay.addWidget(
+            QLabel("<b>Catalog</b>: models known to work with DynaDraft, with the draft that pairs with each.")
+        )
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Model / build", "Format", "Size", "Badges"])
+        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.tree.itemSelectionChanged.connect(self._sync)
+        lay.addWidget(self.tree, 1)
+        self.download_btn = QPushButton("Download selected")
+        self.download_btn.clicked.connect(self.download_selected)
+        row = QHBoxLayout()
+        row.addWidget(self.download_btn)
+        row.addStretch(1)
+        lay.addLayout(row)
+        return page
 
     def _build_prompt_cache_row(self) -> QHBoxLayout:
         """What the conversation caches of every model hold on disk, their total cap, and a Clear button."""
@@ -224,12 +233,28 @@ class ModelsPanel(QWidget):
         self.download_btn.setEnabled(not downloading and self._selected_build() is not None)
         self.cancel_btn.setEnabled(downloading)
         self.cancel_btn.setVisible(downloading)
+        self.hub.set_downloading(downloading)
 
     def download_selected(self) -> None:
         build_id = self._selected_build()
         if build_id is None or self.catalog is None or self._call is not None:
             return
-        spec = model_catalog.parse_pull_spec(build_id, self.catalog)
+        self._start_download(model_catalog.parse_pull_spec(build_id, self.catalog), build_id)
+
+    def download_spec(self, text: str) -> None:
+        """Download what `dynadraft pull TEXT` would (REPO:FILE, REPO:QUANT_TAG or a catalog id), same checks."""
+        if self._call is not None:
+            return
+        try:
+            catalog = self.catalog if self.catalog is not None else model_catalog.load_catalog()
+            spec = model_catalog.parse_pull_spec(text, catalog)
+        except (model_catalog.CatalogError, OSError, ValueError) as e:
+            self.dl_status.setText(one_line(f"Cannot download {text!r}: {e}"))
+            return
+        self._start_download(spec, text.strip())
+
+    def _start_download(self, spec: model_catalog.PullSpec, label: str) -> None:
+        """Pull on a background thread: the name checks, resume, disk and sha256 checks are local_models.pull's."""
         cancel = downloads.CancelToken()
         self._cancel = cancel
         relay = self._relay
@@ -241,7 +266,8 @@ class ModelsPanel(QWidget):
         self._call.failed.connect(self._failed)
         self.progress.setVisible(True)
         self.progress.setRange(0, 0)
-        self.dl_status.setText(f"Downloading {build_id}…")
+        self.dl_status.setText(f"Downloading {label}…")
+        self.dl_status.setToolTip("")
         self._call.start()
         self._sync()
 
@@ -269,5 +295,9 @@ class ModelsPanel(QWidget):
     def _failed(self, message: str) -> None:
         self._call = None
         self.progress.setVisible(False)
-        self.dl_status.setText(f"Download failed: {message}")
+        if self._cancel is not None and self._cancel.cancelled:  # the CLI's message says `pull`; here it is a button
+            self.dl_status.setText("Download cancelled: the partial file is kept; download it again to resume.")
+        else:
+            self.dl_status.setText(one_line(f"Download failed: {message}"))
+        self.dl_status.setToolTip(message)
         self._sync()

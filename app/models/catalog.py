@@ -112,14 +112,19 @@ class Catalog:
             return None
         return next((b for b in fam.builds if b.format.upper() == fmt.upper() and not b.needs_fork), None)
 
-    def family_for_file(self, filename: str) -> Family | None:
-        """The family owning a local file name (case-insensitive match on any build's file)."""
+    def build_for_file(self, filename: str) -> Build | None:
+        """The build owning a local file name (case-insensitive match on any of its files' base names)."""
         name = filename.rsplit("/", 1)[-1].lower()
         for fam in self.families.values():
             for b in fam.builds:
                 if any(f.rsplit("/", 1)[-1].lower() == name for f in b.files):
-                    return fam
+                    return b
         return None
+
+    def family_for_file(self, filename: str) -> Family | None:
+        """The family owning a local file name (case-insensitive match on any build's file)."""
+        build = self.build_for_file(filename)
+        return self.families.get(build.family) if build is not None else None
 
     def draft_for(self, build: Build) -> Draft | None:
         if build.draft is not None:
