@@ -89,15 +89,13 @@ class EngineConfig:
 def default_spec_for(sources: Collection[str]) -> tuple[SpecSettings, str]:
     """The engine default by what is loaded: a draft model drafts as llama-server's -md does (n16, p_min 0.75); else
     the model's own MTP head drafts with adaptive depth up to its default (3, as llama.cpp's MTP examples), which
-    drops to plain where acceptance does not pay; else prompt lookup at its default depth, which drafts only where
-    the text repeats the prompt (an edit, code, a quote) and costs nothing where it finds no match; a fixed default
-    runs under the in-request guard (app.speculative.guard), so where it loses anyway plain decoding takes over."""
+    drops to plain where acceptance does not pay; else plain decoding. Not prompt lookup: on this project's 2-core
+    CPU a lookup default (n8, under the in-request guard) ran chat prompts at 0.49-0.65x plain, drafting 58-101
+    tokens and accepting 2-7 (bench/results/2026-12-07-defaults.md); it must draft on better evidence first."""
     if "draft" in sources:
         return SpecSettings(source="draft", n_max=16, n_min=0, p_min=0.75), "draft default"
     if "mtp" in sources:
         return SpecSettings(source="mtp", n_max=registry.default_n_max("mtp"), adaptive=True), "mtp default"
-    if "lookup" in sources:
-        return SpecSettings(source="lookup", n_max=registry.default_n_max("lookup")), "lookup default"
     return PLAIN, "plain default"
 
 

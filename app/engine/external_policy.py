@@ -22,7 +22,7 @@ from app.runtime.llama_server import (
     resolve_binary,
 )
 from app.runtime.threads import resolve_threads
-from app.speculative.settings import PLAIN, SpecSettings
+from app.speculative.settings import SpecSettings
 
 if TYPE_CHECKING:
     from app.engine.config import EngineConfig
@@ -122,11 +122,8 @@ def mtp_missing(config: EngineConfig, header: GGUFReport | None, offered: Collec
 def server_default(config: EngineConfig, sources: Collection[str]) -> tuple[SpecSettings, str]:
     """The engine default (EngineConfig.default_with_basis) as a llama-server runs it, and its basis. A server has no
     adaptive length (it drafts to the fixed depth of its flags), so an adaptive default (the MTP head's) runs at
-    its depth, n_max, and the basis says so, as it says the cost stop; a lookup default decodes plain (no guard)."""
+    its depth, n_max, and the basis says so, as it says the cost stop."""
     spec, basis = config.default_with_basis(sources)
-    if spec.source == "lookup" and config.default_spec is None:
-        # Lookup by default is safe only under the bundled runtime's in-request guard; a server has none.
-        return PLAIN, "plain default (no in-request guard on a llama-server)"
     return (spec.with_(adaptive=False), basis + ", fixed depth") if spec.adaptive else (spec, basis)
 
 

@@ -274,20 +274,6 @@ def controller_for(
     what one request learns the next starts from); `step_cost`, a device cost profile standing in for them. `guard`:
     a fixed speculative setting runs under the in-request guard (GuardedControl), seeded with the measured one-row
     decode; the adaptive length and the pool have their own plain arm."""
-    fixed = _unguarded(settings, sources, verify_ms, draft_ms, step_cost, max_rows)
-    if guard and isinstance(fixed, FixedControl) and not settings.is_plain:
-        return GuardedControl(fixed, SpeculationGuard(plain_ms=verify_ms.get(1)))
-    return fixed
-
-
-def _unguarded(
-    settings: SpecSettings,
-    sources: Mapping[str, DraftSource],
-    verify_ms: dict[int, float],
-    draft_ms: dict[str, float],
-    step_cost: Callable[[str, int], float] | None,
-    max_rows: int,
-) -> DraftController:
     if settings.source == POOL:
         pool = SourcePool(
             pool_arms(sources),
@@ -300,8 +286,10 @@ def _unguarded(
         return PoolControl(settings, pool)
     if settings.adaptive and not settings.is_plain:
         return AdaptiveControl(settings, AdaptiveLength(settings.n_min, settings.n_max, CostModel(verify_ms=verify_ms)))
+    fixed = FixedControl(settings)
     if settings.cost_stop and not settings.is_plain:
-        if step_cost is not None:
-            return FixedControl(settings, profile_cost_model(step_cost, settings.source, max_rows), learns=False)
-        return FixedControl(settings, CostModel(verify_ms=verify_ms))
-    return FixedControl(settings)
+        costs = profile_cost_model(step_cost, settings.source, max_rows) if step_cost is not None else None
+        fixed = FixedControl(settings, costs or CostModel(verify_ms=verify_ms), learns=costs is None)
+    if guard and not settings.is_plain:
+        return GuardedControl(fixed, SpeculationGuard(plain_ms=verify_ms.get(1)))
+    return fixed

@@ -1,7 +1,7 @@
 """As shipped vs plain: fresh `dynadraft generate` processes with default flags against `--no-spec`, per prompt class.
 
 What a user gets with no table and no flags: the engine default for what is loaded (a draft model's llama-server
-defaults, else the model's MTP head, else prompt lookup), under the in-request guard. Each held-out prompt
+defaults, else the model's MTP head, else plain decoding), a fixed one under the in-request guard. Each held-out prompt
 (bench/lib/held_out.py: chat, code, copy-edit, structured) runs once per mode per repeat, the modes interleaved and
 their order alternating, in fresh processes (load time is not counted: tok/s is the generation's own). Greedy by
 default; `--temperature 0.7` for the sampled regime. Prints per prompt the median tok/s of each mode, the ratio, what

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from app.paths import get_paths
-from tests.models.models_testlib import FakeHub, _Handler
+from tests.models.models_testlib import serve_fake_hub
 
 
 def test_download_from_the_local_hub_shows_progress_and_completes(qtbot, monkeypatch, smollm2_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -16,13 +14,7 @@ def test_download_from_the_local_hub_shows_progress_and_completes(qtbot, monkeyp
 
     from app.gui.models_panel import ModelsPanel
 
-    hub = FakeHub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_Handler,), {"hub": hub}))
-    server.daemon_threads = True
-    port = server.server_address[1]
-    hub.base, hub.cdn = f"http://127.0.0.1:{port}", f"http://localhost:{port}"
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
+    with serve_fake_hub() as hub:
         hub.add("me/smol", "smol-q4_1.gguf", smollm2_path.read_bytes())
         monkeypatch.setenv("HF_ENDPOINT", hub.base)
         cfg = get_paths().config
@@ -58,9 +50,6 @@ def test_download_from_the_local_hub_shows_progress_and_completes(qtbot, monkeyp
         assert any("MB/s" in f for f in formats)  # progress (speed) was shown on the way
         out = get_paths().models / "me" / "smol" / "smol-q4_1.gguf"
         assert out.is_file() and out.stat().st_size == smollm2_path.stat().st_size
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _walk(tree):  # type: ignore[no-untyped-def]

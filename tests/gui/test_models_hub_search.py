@@ -4,16 +4,14 @@ huggingface_hub client over real HTTP), with the catalog downloads' progress, ca
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from app.paths import get_paths
 from tests.engine.tiny_gguf import write_tiny_llama
-from tests.models.models_testlib import FakeHub, _Handler
+from tests.models.models_testlib import FakeHub, serve_fake_hub
 
 MB = 1024 * 1024
 
@@ -21,20 +19,11 @@ MB = 1024 * 1024
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
     """A Hub on 127.0.0.1 (LFS redirects to 'localhost', another host like a CDN), named by HF_ENDPOINT."""
-    state = FakeHub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"hub": state}))
-    server.daemon_threads = True
-    port = server.server_address[1]
-    state.base, state.cdn = f"http://127.0.0.1:{port}", f"http://localhost:{port}"
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     for var in ("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", state.base)
-    try:
+    with serve_fake_hub() as state:
+        monkeypatch.setenv("HF_ENDPOINT", state.base)
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture

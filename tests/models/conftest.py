@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.models.models_testlib import FakeHub, _Handler
+from tests.models.models_testlib import FakeHub, serve_fake_hub
 
 
 @pytest.fixture(autouse=True)
@@ -26,20 +24,8 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def hub() -> Iterator[FakeHub]:
     """A Hub on 127.0.0.1 whose LFS redirects go to 'localhost' (another host, like a CDN)."""
-    state = FakeHub()
-    handler = type("Handler", (_Handler,), {"hub": state})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    port = server.server_address[1]
-    state.base = f"http://127.0.0.1:{port}"
-    state.cdn = f"http://localhost:{port}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serve_fake_hub() as state:
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,12 @@ import hashlib
 import json
 import re
 import struct
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
@@ -232,6 +235,22 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 # --- GGUF files ---------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def serve_fake_hub() -> Iterator[FakeHub]:
+    """A FakeHub served on 127.0.0.1 (its LFS redirects go to 'localhost': another host, like a CDN), stopped after."""
+    state = FakeHub()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"hub": state}))
+    server.daemon_threads = True
+    port = server.server_address[1]
+    state.base, state.cdn = f"http://127.0.0.1:{port}", f"http://localhost:{port}"
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def write_gguf(

@@ -441,7 +441,7 @@ def test_token_for_token_with_llama_server_draft_mtp(tiny: TinyMtp, session: Ses
 
 def test_without_a_table_the_mtp_head_drafts_by_default(tiny: TinyMtp, tmp_path: Path) -> None:
     """A model with an MTP head and no calibration drafts with its head, adaptive up to the head's default depth, and
-    the decision record says why; the same trunk without the head drafts with prompt lookup and says that."""
+    the decision record says why; the same trunk without the head decodes plain and says that."""
     fresh = tmp_path / "never-calibrated.gguf"  # a path no calibration (the quick one above included) has a table for
     fresh.write_bytes(tiny.mtp.read_bytes())
     s = Session(_config(fresh))
@@ -460,8 +460,8 @@ def test_without_a_table_the_mtp_head_drafts_by_default(tiny: TinyMtp, tmp_path:
         base = _run(without, PROMPTS[0], None, n=4)
     finally:
         without.close()
-    assert base.settings.source == "lookup" and base.dynamic_draft is not None
-    assert base.dynamic_draft["default_basis"] == "lookup default"
+    assert base.settings.is_plain and base.dynamic_draft is not None
+    assert base.dynamic_draft["default_basis"] == "plain default"
 
 
 def test_a_depth_without_a_source_means_the_mtp_head(tiny: TinyMtp) -> None:
