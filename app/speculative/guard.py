@@ -2,11 +2,13 @@
 
 A fixed setting (DD's table row, or the engine default) was chosen on other prompts; on this one it may lose: a chat
 where prompt lookup finds nothing, a draft model that disagrees with this text, a device where a verify row costs
-nearly a decode. The guard compares, over a window of speculative steps, the tokens they committed per ms with what
-plain decoding costs here: the session's measured one-row decode (calibration and earlier requests), refreshed by
-this request's own plain steps, or measured by a couple of plain steps where nothing is known yet (a fresh process).
-Where speculation falls behind by more than MARGIN, the next BACKOFF steps decode plain; then a new window probes
-again, the pause doubling each time speculation loses again (up to MAX_BACKOFF), and back to BACKOFF once it wins.
+nearly a decode. The guard compares the tokens speculative steps committed per ms with what plain decoding costs here:
+the session's measured one-row decode (calibration and earlier requests), refreshed by this request's own plain
+steps, or measured by the request's first plain steps where nothing is known yet (a fresh process). Speculation is
+turned off when it falls behind by more than MARGIN over a window of WINDOW steps, or sooner (from MIN_STEPS on) once
+the time it lost against plain decoding passes LOSS_BUDGET plain decodes: a probe costs at most about that. Then the
+next BACKOFF steps decode plain and a new window probes again, the pause doubling each time speculation loses again
+(up to MAX_BACKOFF), and back to BACKOFF once it wins.
 
 The adaptive length and the source pool need no guard: their own "0" / "none" arm is a plain step, chosen by the
 same measured costs. An explicit request setting is not guarded either: it runs as asked (calibration measures so).
@@ -19,9 +21,11 @@ from typing import Any
 
 WINDOW = 8  # speculative steps per verdict: fewer and one unlucky step decides (a 2-core CPU's steps vary by ~10%)
 MARGIN = 0.10  # speculation must lose by more than this (relative) before it is turned off: the steps' noise
+MIN_STEPS = 3  # the earliest an early verdict comes
+LOSS_BUDGET = 4.0  # plain decodes' worth of time a probe may lose before it is stopped early
 BACKOFF = 16  # plain steps after a lost window, before the next probe
 MAX_BACKOFF = 256
-PLAIN_SAMPLES = 2  # plain steps that measure plain decoding where nothing is known of it yet
+PLAIN_SAMPLES = 3  # plain steps that measure plain decoding where nothing is known of it yet (the first is warm-up)
 PLAIN_EMA = 0.3  # how fast the plain estimate follows this request's own plain steps (the context grows)
 
 
@@ -58,6 +62,10 @@ class SpeculationGuard:
     _probing: bool = False  # the window is a probe after a backoff (a win resets the backoff)
     _measuring: bool = False  # the plain steps left only measure plain decoding (no backoff, no event)
 
+    def __post_init__(self) -> None:
+        if self.plain_ms is None:  # nothing known of plain decoding here: the request's first steps measure it
+            self._plain_left, self._measuring = PLAIN_SAMPLES, True
+
     def speculate(self) -> bool:
         """Whether this step may draft (False: the guard makes it a plain decode)."""
         return self._plain_left == 0
@@ -80,16 +88,15 @@ class SpeculationGuard:
         self._tokens += committed
         self._ms += draft_ms + verify_ms
         self._steps += 1
-        if self._steps >= WINDOW:
-            self._verdict(at)
-
-    def _verdict(self, at: int) -> None:
-        if self.plain_ms is None:  # nothing known of plain decoding here: measure it, then judge this window
-            self._plain_left, self._measuring = PLAIN_SAMPLES, True
-            self._steps -= 1  # the window's last step is judged again after the samples
+        if self.plain_ms is None:  # no plain sample came (every one had one-off work): keep speculating
             return
+        lost = self._ms - self._tokens * self.plain_ms  # ms spent beyond what plain decoding would have
+        if self._steps >= WINDOW or (self._steps >= MIN_STEPS and lost > LOSS_BUDGET * self.plain_ms):
+            self._verdict(at, self.plain_ms)
+
+    def _verdict(self, at: int, plain_ms: float) -> None:
         spec_rate = self._tokens / max(self._ms, 1e-9)
-        plain_rate = 1.0 / max(self.plain_ms, 1e-9)
+        plain_rate = 1.0 / max(plain_ms, 1e-9)
         self._tokens, self._ms, self._steps = 0, 0.0, 0
         if spec_rate >= plain_rate * (1.0 - MARGIN):
             if self._probing:

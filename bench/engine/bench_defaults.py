@@ -47,6 +47,8 @@ def _geomean(values: list[float]) -> float:
 def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for name, klass, message in HELD_OUT:
+        if args.only and not name.startswith(tuple(args.only.split(","))):
+            continue
         runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
         for r in range(args.repeats):
             order = list(MODES) if r % 2 == 0 else list(reversed(MODES))  # alternate who goes first
@@ -94,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=96)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", type=Path, help="write the rows here")
+    p.add_argument("--only", help="prompt name prefixes, comma-separated (e.g. chat,edit)")
     args = p.parse_args(argv)
     args.model = args.model or str(ensure_model("smollm2-135m"))
     with tempfile.TemporaryDirectory(prefix="dd-bench-home-") as home:
