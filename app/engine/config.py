@@ -90,8 +90,9 @@ def default_spec_for(sources: Collection[str]) -> tuple[SpecSettings, str]:
     """The engine default by what is loaded: a draft model drafts as llama-server's -md does (n16, p_min 0.75); else
     the model's own MTP head drafts with adaptive depth up to its default (3, as llama.cpp's MTP examples), which
     drops to plain where acceptance does not pay; else plain decoding. Not prompt lookup: on this project's 2-core
-    CPU a lookup default (n8, under the in-request guard) ran chat prompts at 0.49-0.65x plain, drafting 58-101
-    tokens and accepting 2-7 (bench/results/2026-12-07-defaults.md); it must draft on better evidence first."""
+    CPU a lookup default (n8, under the in-request guard) ran chat prompts at 0.77x plain and copy-edits at 0.91x,
+    drafting 40-56 tokens of 96 on a chat and accepting 0-5 (bench/results/2026-12-07-defaults.md); it must draft
+    on better evidence first."""
     if "draft" in sources:
         return SpecSettings(source="draft", n_max=16, n_min=0, p_min=0.75), "draft default"
     if "mtp" in sources:
