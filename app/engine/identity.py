@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,19 +19,36 @@ from app.runtime import build_info
 from app.runtime.device import best_accelerator, cpu_name
 
 
-def cached_sha256(path: str | Path) -> str:
-    """sha256 of a model file, remembered by (path, size, mtime) so a 1 GB model is hashed once, not every start."""
+def _known_hashes(path: str | Path) -> tuple[str, dict[str, str]]:
+    """(the hash cache's key for this file version, what the cache holds)."""
     p = Path(path).resolve()
     st = p.stat()
-    key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
-    cache_file = get_paths().cache / "sha256.json"
     try:
-        known = json.loads(cache_file.read_text())
+        known = json.loads((get_paths().cache / "sha256.json").read_text())
     except (OSError, ValueError):
         known = {}
+    return f"{p}|{st.st_size}|{st.st_mtime_ns}", known
+
+
+def is_hashed(path: str | Path) -> bool:
+    """Whether cached_sha256 already knows this version of the file (no hashing to wait for)."""
+    key, known = _known_hashes(path)
+    return key in known
+
+
+def cached_sha256(
+    path: str | Path,
+    progress: Callable[[int, int], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> str:
+    """sha256 of a model file, remembered by (path, size, mtime) so a 1 GB model is hashed once, not every start;
+    `progress` and `cancel` as sha256_file's (a first look at a large file)."""
+    p = Path(path).resolve()
+    key, known = _known_hashes(p)
     if key in known:
         return str(known[key])
-    digest = sha256_file(p)
+    cache_file = get_paths().cache / "sha256.json"
+    digest = sha256_file(p, progress=progress, cancel=cancel)
     known[key] = digest
     cache_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache_file.with_name(cache_file.name + f".{os.getpid()}.tmp")

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
+    QPushButton,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -115,6 +116,7 @@ class MainWindow(QMainWindow):
         self.models.loaded.connect(self._on_loaded)
         self.models.unloaded.connect(self._on_unloaded)
         self.models.failed.connect(self._on_load_failed)
+        self.models.hashing.connect(self._on_hashing)
 
         self._build_tabs()
         self._build_graphs_dock()
@@ -224,6 +226,11 @@ class MainWindow(QMainWindow):
         self.st_queue = QLabel("queue 0")
         self.st_endpoint = QLabel("endpoint off")
         self.st_memory = QLabel("")
+        self.cancel_load_btn = QPushButton("Cancel")  # shown while a new model file is checked (models.hashing)
+        self.cancel_load_btn.setToolTip("stop checking the model file and do not load it")
+        self.cancel_load_btn.clicked.connect(self.models.cancel_load)
+        self.cancel_load_btn.hide()
+        sb.addPermanentWidget(self.cancel_load_btn)
         self.st_memory.setToolTip("this app's resident memory: a loaded model's weights and contexts")
         labels = (self.st_backend, self.st_model, self.st_ctx, self.st_dd, self.st_queue, self.st_endpoint)
         for w in (*labels, self.st_memory):
@@ -343,6 +350,13 @@ class MainWindow(QMainWindow):
             self.statusBar().clearMessage()
         self.models.load(choice)
 
+    def _on_hashing(self, name: str, done: int, total: int) -> None:
+        """A first look at a new model file: its hash, which the prompt cache's identity needs, with progress."""
+        text = f"Checking {name}: {done / max(total, 1):.0%} ({done / 1e9:.1f} of {total / 1e9:.1f} GB)"
+        self.st_model.setText(text)
+        self.welcome.set_status(text + "; once per file", busy=True)
+        self.cancel_load_btn.setVisible(done < total)
+
     def _on_loading(self, label: str) -> None:
         self.st_model.setText(f"Loading {label}…")
         self.welcome.set_status(f"Loading {label}…", busy=True)
@@ -360,6 +374,7 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, engine: Engine, choice: ModelChoice) -> None:
         # The ring's tap runs on the engine thread for every event (GUI and endpoint requests alike): O(1) appends.
         engine.on_event = self.ring.tap
+        self.cancel_load_btn.hide()
         self.chat.set_engine(engine, has_draft=bool(choice.draft), sources=engine.draft_sources())
         self.endpoint.set_engine(engine, Path(choice.model).stem)
         self.calibration.set_engine(engine)
@@ -426,7 +441,11 @@ class MainWindow(QMainWindow):
 
     def _on_load_failed(self, message: str, choice: ModelChoice | None) -> None:
         label = choice.label if choice else "model"
+        self.cancel_load_btn.hide()
         self.st_model.setText(self.models.choice.label if self.models.choice else "No model")
+        if self.models.cancelled:  # the user's own Cancel: said, not a failure box
+            self.welcome.set_status(f"Loading {label} cancelled", busy=False)
+            return
         self.welcome.set_status(f"Could not load {label}: {message}", busy=False)
         if self.isVisible():  # open(), not exec(): the window stays responsive and the box closes with it
             box = QMessageBox(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -185,6 +186,7 @@ class ModelController(QObject):
     loaded = Signal(object, object)  # Engine, ModelChoice
     failed = Signal(str, object)  # message, ModelChoice
     unloaded = Signal()  # unload(): no model now (a model replaced by another emits loaded only)
+    hashing = Signal(str, object, object)  # file name, bytes read, bytes in all: a first look at a new model file
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -194,6 +196,8 @@ class ModelController(QObject):
         self._call: BackgroundCall | None = None
         self._pending: ModelChoice | None = None
         self.cache_total_mib: int | None = None  # the prompt cache's cap on disk (the Models panel's), None: default
+        self._cancel = threading.Event()  # cancel_load(): stops checking a new file's hash
+        self.cancelled = False  # the last load failed because cancel_load() stopped it
 
     @property
     def busy(self) -> bool:
@@ -209,6 +213,8 @@ class ModelController(QObject):
         if self._pending is not None:
             return
         self._pending = choice
+        self._cancel.clear()
+        self.cancelled = False
         self.loading.emit(choice.label)
 
         def work() -> Engine:
@@ -216,7 +222,10 @@ class ModelController(QObject):
 
             # Resolving the profile reads the device registry: off the GUI thread.
             extra = {} if self.cache_total_mib is None else {"cache_disk_total_mib": self.cache_total_mib}
-            engine = Engine(choice.config(**extra))
+            config = choice.config(**extra)
+            if config.cache_dir is not None:  # the prompt cache's identity hashes the files: first, with progress
+                self._check_files(config.model, config.draft)
+            engine = Engine(config)
             try:
                 return engine.wait_ready()
             except BaseException:
@@ -228,9 +237,27 @@ class ModelController(QObject):
         self._call.failed.connect(self._on_failed)
         self._call.start()
 
+    def _check_files(self, *paths: str | None) -> None:
+        """Hash the model files the engine would hash at load, where not known yet (10-40 s for an 18.5 GB file),
+        reporting progress (`hashing`) and stopping at cancel_load(); on a background thread."""
+        from app.engine.identity import cached_sha256, is_hashed
+
+        for path in filter(None, paths):
+            if is_hashed(path):
+                continue
+            report = functools.partial(self.hashing.emit, Path(path).name)  # (done, total) follow
+            cached_sha256(path, report, self._cancel)
+
+    def cancel_load(self) -> None:
+        """Stop a load that is still checking a new file's hash (`failed` follows, with `cancelled` set)."""
+        if self._pending is not None:
+            self.cancelled = True
+            self._cancel.set()
+
     def _on_loaded(self, engine: Engine) -> None:
         choice = self._pending
         self._pending = None
+        self.cancelled = False  # a cancel that came after the check: the load went through
         self._retire()
         self.engine, self.choice, self.owned = engine, choice, True
         self.loaded.emit(engine, choice)
