@@ -183,11 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         print(dump_listing(probe(args.library)))
         return 0
     requested = os.environ.get("DYNADRAFT_LLAMA_BACKEND") or "auto"
-    if requested not in CHOICES:
-        print(f"unknown DYNADRAFT_LLAMA_BACKEND={requested} (auto, cpu or vulkan)", file=sys.stderr)
-        return 2
     if requested != "auto":
-        found: list[tuple[str, str]] | str = []  # an explicit choice needs no probe
+        found: list[tuple[str, str]] | str = []  # an explicit (or unknown: decide says so) choice needs no probe
     elif args.listing:
         try:
             with open(args.listing, encoding="utf-8") as f:
@@ -197,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     else:
         found = probe_isolated(args.library)
-    backend, reason = decide(requested, found)
+    try:
+        backend, reason = decide(requested, found)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
     print(backend if args.name_only else f"backend: {backend} ({reason})")
     return 0
 

@@ -39,11 +39,10 @@ from app.speculative.registry import POOL
 from app.speculative.settings import SpecSettings
 
 PROBE_TOKENS = 24
-# The warm-up generates two tokens, not one: after one, the server's cache ends exactly at the prompt, so the next run
-# of that prompt must re-decode its last token, and on a hybrid/recurrent model (Qwen3.5/3.6, the MTP models) the
-# ROCmFPx fork (c14872f) then removes that position from recurrent memory without restoring a checkpoint and aborts
-# (tools/server/server-context.cpp: "n_past was set to", then common_context_seq_rm). With a second token decoded
-# the cache reaches past the prompt, and the server restores its checkpoint instead.
+# The warm-up generates two tokens, not one: after one, the server's cache ends exactly at the prompt, and reusing
+# such a cache aborts the ROCmFPx fork (c14872f) on a hybrid model (Qwen3.5/3.6, the MTP models), so the runtime
+# sends that request without the cache (ExternalSession._cache_prompt) and the warm-up's prefill would be wasted.
+# With a second token decoded the cache reaches past the prompt and the measured runs reuse it.
 WARM_UP_TOKENS = 2
 PROBE_MESSAGES = ({"role": "user", "content": "Count from one to twenty in words."},)
 

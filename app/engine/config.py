@@ -73,10 +73,6 @@ class EngineConfig:
         or "off" (never load what it needs). Only the MTP head has a setting (`mtp`, --mtp); every other is "auto"."""
         return self.mtp if name == "mtp" else "auto"
 
-    def resolved_default_spec(self, sources: Collection[str]) -> SpecSettings:
-        """What runs when neither the request nor Dynamic Draft chooses, given the draft `sources` loaded."""
-        return self.default_with_basis(sources)[0]
-
     def default_with_basis(self, sources: Collection[str]) -> tuple[SpecSettings, str]:
         """(the default setting, why it is the default: the decision record's `default_basis`)."""
         spec, basis = (self.default_spec, "configured default") if self.default_spec else default_spec_for(sources)

@@ -369,7 +369,6 @@ class ExternalSession:
             self._switch_source(spec)
         sent, ignored, ran = speculative_fields(settings, self.start_settings, self.features)
         body = self._completion_body(request, prompt) | sent
-        body["cache_prompt"] = self._cache_prompt(request, prompt)
         if request.collect_margins:
             body["n_probs"] = 2  # log-probabilities of the top 2 differ exactly as their logits do
         margins: list[float] = []
@@ -521,7 +520,7 @@ class ExternalSession:
             "n_predict": request.max_tokens,
             "stream": True,
             "return_tokens": True,
-            "cache_prompt": request.cache_prompt,
+            "cache_prompt": self._cache_prompt(request, prompt),
             "stop": list(request.stop),
             **sampling,
             **({"grammar": request.grammar} if request.grammar is not None else {}),

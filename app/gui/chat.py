@@ -549,8 +549,7 @@ class ChatPanel(QWidget):
                 r.widget.message = saved
                 r.widget.set_text(saved.content, r.segments if self.highlight.isChecked() else None, r.segments)
                 r.widget.set_stats(saved.stats or {})
-                versions = [m.id for m in self.store.siblings(saved.id)]
-                r.widget.branch.set_position(versions.index(saved.id) + 1, len(versions))
+                r.widget.branch.set_position(*branches.positions(self.store.siblings(saved.id))[saved.id])
             else:  # nothing to keep: show the path again (a regenerated reply's earlier version comes back)
                 self._render(self.bubbles().index(r.widget))
         if r.error and not r.stop_requested:

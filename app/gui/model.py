@@ -240,11 +240,9 @@ class ModelController(QObject):
     def _check_files(self, *paths: str | None) -> None:
         """Hash the model files the engine would hash at load, where not known yet (10-40 s for an 18.5 GB file),
         reporting progress (`hashing`) and stopping at cancel_load(); on a background thread."""
-        from app.engine.identity import cached_sha256, is_hashed
+        from app.engine.identity import cached_sha256
 
-        for path in filter(None, paths):
-            if is_hashed(path):
-                continue
+        for path in filter(None, paths):  # a file already known returns at once, reporting nothing
             report = functools.partial(self.hashing.emit, Path(path).name)  # (done, total) follow
             cached_sha256(path, report, self._cancel)
 
