@@ -189,7 +189,7 @@ def test_a_draft_after_steps_the_draft_model_sat_out_is_no_sample_of_its_ms_per_
     spec = SpecSettings("draft", 8, 0, 0.0, adaptive=True)
     _run(session, "rivers", 8, spec)  # the session's first request: verify costs get measured
     for topic in ("tides", "glaciers"):
-        _run(session, topic, 64, spec)
+        _run(session, topic, 40, spec)
     samples = []
     for before, after in zip(events, events[1:], strict=False):
         if before[0] == "propose" and after[0] == "observe" and after[1] > 0:

@@ -51,7 +51,7 @@ def test_every_token_is_in_mirostats_set_at_the_plain_decoders_state(
 ) -> None:
     sampling = SamplingParams(temperature=1.0, mirostat=2, mirostat_tau=TAU, mirostat_eta=ETA, seed=4)
     checked = drafted = 0
-    for seed in range(5):
+    for seed in range(3):
         request = GenerationRequest(
             messages=({"role": "user", "content": "Tell me a short story about a lighthouse keeper."},),
             max_tokens=40,
@@ -63,6 +63,6 @@ def test_every_token_is_in_mirostats_set_at_the_plain_decoders_state(
         done = [e for e in small_session.generate(request) if isinstance(e, DoneEvent)][0]
         checked += _replay(list(done.summary.logprobs), TAU, ETA)
         drafted += done.summary.timings.draft_n_accepted
-    assert checked >= 120
+    assert checked >= 72
     if spec.source == "draft":
-        assert drafted >= 10  # drafted tokens were accepted, so the verify path's mu chain was exercised
+        assert drafted >= 6  # drafted tokens were accepted, so the verify path's mu chain was exercised

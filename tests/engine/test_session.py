@@ -93,6 +93,7 @@ def test_seeded_sampling_is_reproducible_with_speculation(small_session: Session
     # logits move slightly with batch size, so a draw near a boundary may flip — as in llama.cpp's own server.)
     req = _chat(
         "Write a short poem about rain.",
+        max_tokens=24,
         sampling=SamplingParams(temperature=0.8, seed=42),
         speculative=SpecSettings(source="draft", n_max=4),
     )
@@ -103,6 +104,7 @@ def test_seeded_sampling_is_reproducible_with_speculation(small_session: Session
         small_session,
         _chat(
             "Write a short poem about rain.",
+            max_tokens=24,
             sampling=SamplingParams(temperature=0.8, seed=43),
             speculative=SpecSettings(source="draft", n_max=4),
         ),
