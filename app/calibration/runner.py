@@ -454,6 +454,7 @@ class PromptSweep:
         lengths = [self.prompt_len[(None, c)] for c in measured]
         ranges = dict(zip(measured, ranges_from_points(lengths), strict=True))
         combined, combined_safe = combine_prompts(self.samples, self.safe, self.out_tokens)
+        per_prompt = prompt_medians(self.samples)
         return measured, [
             Measurement(
                 ctx_lo=ranges[t][0],
@@ -463,6 +464,7 @@ class PromptSweep:
                 safe=combined_safe[((c, t), setting)],
                 prompt_tokens=self.prompt_len[(c, t)],
                 content_class=c,
+                prompt_tps=per_prompt.get(((c, t), setting), ()),
             )
             for ((c, t), setting), vals in combined.items()
             if t in ranges
@@ -532,6 +534,23 @@ def combine_prompts(
             for i in range(repeats)
         )
     return combined, ok
+
+
+def prompt_medians(
+    samples: dict[tuple[PromptKey, SpecSettings], list[float]],
+) -> dict[tuple[Cell, SpecSettings], tuple[float, ...]]:
+    """Each cell's median tok/s per prompt, in prompt order, for the settings that ran on two or more of its prompts
+    (and ran everywhere they were tried): the rows' `prompt_tps`, which cross-validate the cell's choice over its
+    prompts (app.policy.held_out). Plain runs first on every prompt, so a setting with as many values ran on the
+    same prompts."""
+    by_cell: dict[tuple[Cell, SpecSettings], list[list[float]]] = {}
+    for (key, setting), runs in sorted(samples.items(), key=lambda item: item[0][0][1]):
+        by_cell.setdefault((key[0], setting), []).append(runs)
+    return {
+        cell: tuple(median(r) for r in runs)
+        for cell, runs in by_cell.items()
+        if len(runs) >= 2 and all(r and min(r) > 0 for r in runs)
+    }
 
 
 def sweep_cells(plan: Plan) -> list[Cell]:

@@ -308,16 +308,16 @@ class CalibrationPanel(QWidget):
         static setting below it, and the frontier plot."""
         from app.calibration.runner import report_rows
         from app.policy.frontier import frontier_choices
-        from app.policy.report import display_cells, display_columns, has_classes
+        from app.policy.report import display_cells, display_columns, has_classes, has_held_out
 
         rows = report_rows(table)
-        columns = display_columns(rows)  # a leading Class column when the table has class rows
+        columns = display_columns(rows)  # a leading Class column with class rows, a trailing Held-out one
         self.report.setColumnCount(len(columns))
         self.report.setHorizontalHeaderLabels(list(columns))
         self.report.setRowCount(len(rows))
-        with_class = has_classes(rows)
+        with_class, with_held_out = has_classes(rows), has_held_out(rows)
         for i, r in enumerate(rows):
-            for j, text in enumerate(display_cells(r, with_class)):
+            for j, text in enumerate(display_cells(r, with_class, with_held_out)):
                 self.report.setItem(i, j, QTableWidgetItem(text))
         static, _ = frontier_choices(table)
         fixed = rows[0].static_setting.label() if rows else "–"

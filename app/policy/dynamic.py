@@ -25,6 +25,8 @@ Decision reasons (``DecisionRecord.reason``; ``applied`` says whether DD's choic
 * ``fallback_static``: a faster row existed in the range but within noise of the best static setting: static runs.
 * ``fallback_plain``: the range's (or class's) prompts ran plain decoding at least as fast as the best static
   setting, and no faster row beat plain beyond noise: plain runs (app.policy.frontier, "Per-range choice").
+* ``fallback_held_out``: a row beat the baseline on the range's prompts together, but not on prompts left out of
+  its choice (cross-validation over the calibration's prompts, app.policy.held_out): the baseline runs.
 * ``capped``: the caps (depth cap, or no draft model loaded) excluded the table's choice; DD re-selected among the
   measured rows the caps allow (never an unmeasured, clamped setting), with the same rules.
 * ``out_of_range``: the prompt is outside every calibrated range. Below the smallest range: that range's choice
@@ -81,6 +83,7 @@ Reason = Literal[
     "table_row",
     "fallback_static",
     "fallback_plain",
+    "fallback_held_out",
     "override",
     "forced",
     "capped",

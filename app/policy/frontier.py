@@ -9,7 +9,8 @@ Rules (the engine-facing policy precomputes these once per table and caps):
   winner beats it by more than noise (its relative gain above the mean relative noise margin of the ranges, the
   margin below): plain needs no draft work, and a static chosen on a tie inside the noise becomes every class's
   fallback (seen on the shared CPU: lookup 3.04 vs plain 2.99 tok/s, spreads 0.5, made lookup the fallback and
-  lost 10-27 % to plain on held-out prompts).
+  lost 10-27 % to plain on held-out prompts). Where a range has two or more prompts, the winner must also beat
+  plain on prompts left out of its choice there (app.policy.held_out), else plain is the static setting.
 * Noise margin of row R against the static row S in the same range:
   ``max(R.spread, S.spread, min_gain * S.median)``. Spreads are IQRs of the repeats; for normal noise the IQR is
   ~1.35 sigma, while the difference of two medians of 3-5 repeats has a standard error of ~0.75-0.95 sigma, so a
@@ -28,6 +29,8 @@ Rules (the engine-facing policy precomputes these once per table and caps):
   margin over lookup (+2.4 %) though not over plain (+1.0 %), was chosen, and ran code's held-out prompts at 0.92x
   plain. So DD is never measured slower than best static, nor than plain, in any calibrated range.
   Exact ties in median prefer the shallower draft (less work), then the label, so results are deterministic.
+  Where the range has two or more prompts, the row must also win on prompts left out of its choice
+  (app.policy.held_out), else the baseline runs ("fallback_held_out").
 * Per class: a class's rows (content_class set) form its own frontier over its own ranges, chosen by the same
   rule against the same static setting (the one the context-only rows make best), measured on that class's
   prompts. Best static itself comes from the context-only rows only: they cover every calibrated range.
@@ -39,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from app.policy.held_out import HeldOut, cross_validate
 from app.policy.stats import geomean
 from app.policy.table import FrontierRow, FrontierTable
 from app.speculative.settings import PLAIN, SpecSettings
@@ -47,6 +51,7 @@ DEFAULT_MIN_GAIN = 0.01
 """Relative floor of the noise margin: a row must beat static by more than 1% (and more than both IQRs)."""
 
 Allowed = Callable[[SpecSettings], bool]
+ChoiceReason = Literal["table_row", "fallback_static", "fallback_plain", "fallback_held_out"]
 
 
 def _all(_: SpecSettings) -> bool:
@@ -71,18 +76,21 @@ class RangeChoice:
 
     reason: "table_row" when the fastest eligible row is selected (possibly the static setting itself),
     "fallback_static" when a faster row existed but did not clear the noise margin, "fallback_plain" the same
-    where plain decoding was the baseline (its row at least as fast as static's; module docstring).
+    where plain decoding was the baseline (its row at least as fast as static's; module docstring),
+    "fallback_held_out" when the row that cleared it did not win on prompts left out of its choice (held_out: the
+    cross-validation's evidence, where the range has two or more prompts; app.policy.held_out).
     """
 
     ctx_lo: int
     ctx_hi: int
     selected: SpecSettings
-    reason: Literal["table_row", "fallback_static", "fallback_plain"]
+    reason: ChoiceReason
     selected_row: FrontierRow | None
     static_row: FrontierRow | None
     fastest_row: FrontierRow | None
     margin_tps: float
     content_class: str | None = None
+    held_out: HeldOut | None = None
 
     @property
     def is_static(self) -> bool:
@@ -134,6 +142,9 @@ def best_static(
             row = next(r for r in rows if r.setting == setting and r.safe)
             base = next(r for r in rows if r.setting == PLAIN and r.safe)
             noise.append(noise_margin(row, base, min_gain, range_noise(rows)) / base.median_tps)
+            check = cross_validate([base, row], base, noise[-1])
+            if check is not None and not check.holds:  # it loses to plain on a prompt left out (app.policy.held_out)
+                return StaticChoice(setting=PLAIN, geomean_tps=plain)
         if score / plain - 1.0 <= sum(noise) / len(noise):
             return StaticChoice(setting=PLAIN, geomean_tps=plain)
     return StaticChoice(setting=setting, geomean_tps=score)
@@ -165,8 +176,13 @@ def choose_in_range(
             break  # every remaining row is no faster than the baseline
         margin = noise_margin(r, base, min_gain, unknown)
         if r.median_tps - base.median_tps > margin:
-            return RangeChoice(ctx[0], ctx[1], r.setting, "table_row", r, static_row, fastest, margin)
-    reason: Literal["table_row", "fallback_static", "fallback_plain"] = "table_row"
+            check = cross_validate(safe, base, margin / base.median_tps)
+            if check is not None and not check.holds:
+                return RangeChoice(
+                    ctx[0], ctx[1], base.setting, "fallback_held_out", base, static_row, fastest, margin, None, check
+                )
+            return RangeChoice(ctx[0], ctx[1], r.setting, "table_row", r, static_row, fastest, margin, None, check)
+    reason: ChoiceReason = "table_row"
     if fastest is not base:
         reason = "fallback_static" if base is static_row else "fallback_plain"
     margin = noise_margin(fastest, base, min_gain, unknown) if fastest is not None else 0.0

@@ -13,17 +13,20 @@ import io
 from dataclasses import dataclass
 
 from app.policy.frontier import DEFAULT_MIN_GAIN, RangeChoice, class_choices, frontier_choices
+from app.policy.held_out import HeldOut
 from app.policy.table import FrontierTable, normalize
 from app.speculative.settings import PLAIN, SpecSettings
 
 COLUMNS = ("Context", "Static fixed setting", "Static TG", "DD-selected setting", "DD TG", "Gain vs static")
+HELD_OUT_COLUMN = "Held-out (prompts won, gain)"
 
 
 @dataclass(frozen=True)
 class ComparisonRow:
     """One calibrated range: static fixed setting vs the DD selection; tok/s are None where not measured/safe.
 
-    gain: dd_tps / static_tps - 1, None when either is missing; tie: DD selects the fixed setting itself.
+    gain: dd_tps / static_tps - 1, None when either is missing; tie: DD selects the fixed setting itself;
+    held_out: how the choice fared on prompts left out of it (app.policy.held_out), None with one prompt.
     """
 
     ctx_lo: int
@@ -36,6 +39,7 @@ class ComparisonRow:
     gain: float | None
     tie: bool
     content_class: str | None = None
+    held_out: HeldOut | None = None  # the range's cross-validation over its prompts, where it has two or more
 
     @property
     def gain_label(self) -> str:
@@ -96,6 +100,7 @@ def _compare(table: FrontierTable, c: RangeChoice, fixed_setting: SpecSettings) 
         gain=gain,
         tie=c.selected == fixed_setting,
         content_class=c.content_class,
+        held_out=c.held_out,
     )
 
 
@@ -107,33 +112,43 @@ def has_classes(rows: list[ComparisonRow]) -> bool:
     return any(r.content_class is not None for r in rows)
 
 
+def has_held_out(rows: list[ComparisonRow]) -> bool:
+    return any(r.held_out is not None for r in rows)
+
+
 def display_columns(rows: list[ComparisonRow]) -> tuple[str, ...]:
-    """The column titles for `rows`: the seed's, led by "Class" when some row belongs to a class."""
-    return ("Class", *COLUMNS) if has_classes(rows) else COLUMNS
+    """The column titles for `rows`: the seed's, led by "Class" when some row belongs to a class, ended by
+    "Held-out" when some range was cross-validated over its prompts."""
+    head = ("Class", *COLUMNS) if has_classes(rows) else COLUMNS
+    return (*head, HELD_OUT_COLUMN) if has_held_out(rows) else head
 
 
-def display_cells(r: ComparisonRow, with_class: bool = False) -> tuple[str, ...]:
+def display_cells(r: ComparisonRow, with_class: bool = False, with_held_out: bool = False) -> tuple[str, ...]:
     """One row as the text of the columns (Markdown report and the app's table share it)."""
     cells = (r.context, r.static_setting.label(), _tps(r.static_tps), r.dd_setting.label(), _tps(r.dd_tps))
-    return ((r.content_class or "any",) if with_class else ()) + (*cells, r.gain_label)
+    tail = (r.held_out.describe() if r.held_out else "one prompt",) if with_held_out else ()
+    return ((r.content_class or "any",) if with_class else ()) + (*cells, r.gain_label, *tail)
 
 
 def to_markdown(rows: list[ComparisonRow]) -> str:
-    """A Markdown table in the seed's layout (with a leading Class column when some row belongs to a class)."""
+    """A Markdown table in the seed's layout (with a leading Class column when some row belongs to a class, and
+    a trailing Held-out column when some range was cross-validated)."""
     columns = display_columns(rows)
-    with_class = has_classes(rows)
+    with_class, with_held_out = has_classes(rows), has_held_out(rows)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
-        lines.append("| " + " | ".join(display_cells(r, with_class)) + " |")
+        lines.append("| " + " | ".join(display_cells(r, with_class, with_held_out)) + " |")
     return "\n".join(lines) + "\n"
 
 
 def to_csv(rows: list[ComparisonRow]) -> str:
-    """CSV with the seed's columns (numbers without units, gain in percent) plus the range bounds."""
+    """CSV with the seed's columns (numbers without units, gain in percent) plus the range bounds, the class and the
+    cross-validation's prompts, prompts won and held-out gain in percent (empty where the range had one prompt)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow((*COLUMNS, "ctx_lo", "ctx_hi", "class"))
+    w.writerow((*COLUMNS, "ctx_lo", "ctx_hi", "class", "held_out_prompts", "held_out_supported", "held_out_gain"))
     for r in rows:
+        h = r.held_out
         w.writerow(
             (
                 r.context,
@@ -145,6 +160,7 @@ def to_csv(rows: list[ComparisonRow]) -> str:
                 r.ctx_lo,
                 r.ctx_hi,
                 r.content_class or "",
+                *((h.prompts, h.supported, f"{h.gain * 100:.1f}") if h else ("", "", "")),
             )
         )
     return buf.getvalue()

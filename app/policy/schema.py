@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import (
@@ -47,6 +48,15 @@ class _Row(BaseModel):
     # Version 2: the row's content class (one of TABLE_CLASSES: a class or a sub-class); absent or null for the
     # context-only frontier.
     content_class: StrictStr | None = None
+    # The median tok/s on each of the range's prompts (two or more), for cross-validation; absent where one prompt.
+    prompt_tps: list[StrictFloat | StrictInt] = []
+
+    @field_validator("prompt_tps")
+    @classmethod
+    def _positive(cls, v: list[float]) -> list[float]:
+        if any(not math.isfinite(x) or x <= 0 for x in v):
+            raise ValueError("must be finite numbers > 0")
+        return v
 
     @field_validator("content_class")
     @classmethod

@@ -47,6 +47,8 @@ class FrontierRow:
     kept for the record but never selected. prompt_tokens: the prompt length actually measured, if known.
     content_class: the class (or copy_edit's sub-class) of prompt measured (app.policy.content_class.TABLE_CLASSES);
     None for the context-only rows, which every class falls back to where it has no evidence of its own.
+    prompt_tps: the median tok/s on each prompt of the range, in the calibration's order, where it measured two or
+    more (empty otherwise): what cross-validates a choice over the prompts (app.policy.held_out).
     """
 
     ctx_lo: int
@@ -58,8 +60,11 @@ class FrontierRow:
     safe: bool
     prompt_tokens: int | None = None
     content_class: str | None = None
+    prompt_tps: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        if any(not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0 for v in self.prompt_tps):
+            raise ValueError(f"row prompt_tps must be finite numbers > 0, got {self.prompt_tps!r}")
         if self.content_class is not None and self.content_class not in TABLE_CLASSES:
             raise ValueError(f"row content_class must be one of {TABLE_CLASSES} or null, got {self.content_class!r}")
         if not (isinstance(self.ctx_lo, int) and isinstance(self.ctx_hi, int) and 0 <= self.ctx_lo < self.ctx_hi):
@@ -95,6 +100,8 @@ class FrontierRow:
         }
         if self.content_class is not None:  # context-only rows keep the version-1 layout
             out["content_class"] = self.content_class
+        if self.prompt_tps:
+            out["prompt_tps"] = list(self.prompt_tps)
         return out
 
     @classmethod
@@ -109,6 +116,9 @@ class FrontierRow:
         klass = data.get("content_class")
         if klass is not None and not isinstance(klass, str):
             raise ValueError("row.content_class must be a string or null")
+        per_prompt = data.get("prompt_tps", [])
+        if not isinstance(per_prompt, list):
+            raise ValueError("row.prompt_tps must be a list of numbers")
         try:
             return cls(
                 ctx_lo=data["ctx_lo"],
@@ -120,6 +130,7 @@ class FrontierRow:
                 safe=data["safe"],
                 prompt_tokens=pt,
                 content_class=klass,
+                prompt_tps=tuple(per_prompt),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed row: {exc!r}") from exc
@@ -250,6 +261,7 @@ class Measurement:
     safe: bool
     prompt_tokens: int | None = None
     content_class: str | None = None
+    prompt_tps: tuple[float, ...] = ()  # median tok/s per prompt, where two or more were measured
 
 
 def build_rows(measurements: Iterable[Measurement], require_plain: bool = True) -> list[FrontierRow]:
@@ -275,6 +287,7 @@ def build_rows(measurements: Iterable[Measurement], require_plain: bool = True) 
                 safe=ok,
                 prompt_tokens=m.prompt_tokens,
                 content_class=m.content_class,
+                prompt_tps=m.prompt_tps if ok else (),
             )
         )
     if require_plain:

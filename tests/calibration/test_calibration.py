@@ -122,6 +122,10 @@ def test_a_class_row_is_measured_on_each_of_its_prompts(session: Session) -> Non
     assert sorted(r.setting.label() for r in code) == sorted(s.label() for s in GRID[:2])
     assert all(r.repeats == 2 and r.median_tps > 0 for r in code)  # a repeat is one run of each prompt, combined
     assert "classes: code, up to 2 prompts each" in result.table.notes
+    # Each row keeps its median per prompt, which cross-validates the class's choice (app.policy.held_out); the
+    # context-only range had one prompt, so nothing to hold out there.
+    assert all(len(r.prompt_tps) == 2 and min(r.prompt_tps) > 0 for r in code)
+    assert all(r.prompt_tps == () for r in result.table.context_rows)
 
 
 def test_a_budget_that_runs_out_says_which_class_prompts_it_left_out(session: Session) -> None:

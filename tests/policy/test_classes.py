@@ -195,4 +195,4 @@ def test_report_shows_the_class_dimension() -> None:
     assert edit.dd_setting == LOOKUP8 and edit.gain == pytest.approx(95.0 / 70.0 - 1)
     md = to_markdown(rows)
     assert "| Class |" in md and "copy_edit" in md
-    assert to_csv(rows).splitlines()[0].endswith(",class")
+    assert ",class," in to_csv(rows).splitlines()[0]
