@@ -186,7 +186,8 @@ def choose_in_range(
     if fastest is not base:
         reason = "fallback_static" if base is static_row else "fallback_plain"
     margin = noise_margin(fastest, base, min_gain, unknown) if fastest is not None else 0.0
-    return RangeChoice(ctx[0], ctx[1], base.setting, reason, base, static_row, fastest, margin)
+    check = cross_validate(safe, base, margin / base.median_tps)  # the evidence, for the report
+    return RangeChoice(ctx[0], ctx[1], base.setting, reason, base, static_row, fastest, margin, None, check)
 
 
 def frontier_choices(

@@ -38,8 +38,8 @@ class HeldOut:
         return self.gain > self.margin
 
     def describe(self) -> str:
-        """One line for reports: '2 of 3 prompts, held-out +4.1% (margin 2.0%)'."""
-        return f"{self.supported} of {self.prompts} prompts, held-out {self.gain:+.1%} (margin {self.margin:.1%})"
+        """One line for reports: 'won 2 of 3 held out, +4.1% (margin 2.0%)'."""
+        return f"won {self.supported} of {self.prompts} held out, {self.gain:+.1%} (margin {self.margin:.1%})"
 
     def to_dict(self) -> dict[str, float | int | bool]:
         return {

@@ -18,7 +18,7 @@ from app.policy.table import FrontierTable, normalize
 from app.speculative.settings import PLAIN, SpecSettings
 
 COLUMNS = ("Context", "Static fixed setting", "Static TG", "DD-selected setting", "DD TG", "Gain vs static")
-HELD_OUT_COLUMN = "Held-out (prompts won, gain)"
+HELD_OUT_COLUMN = "Held-out vs baseline"
 
 
 @dataclass(frozen=True)

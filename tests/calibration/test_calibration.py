@@ -62,7 +62,14 @@ def test_tiny_calibration_writes_a_table_the_engine_then_applies(session: Sessio
     done = [e for e in session.generate(req) if isinstance(e, DoneEvent)][0].summary
     record = done.dynamic_draft
     assert record is not None
-    assert record["reason"] in ("table_row", "fallback_static", "fallback_plain", "out_of_range", "capped")
+    assert record["reason"] in (
+        "table_row",
+        "fallback_static",
+        "fallback_plain",
+        "fallback_held_out",
+        "out_of_range",
+        "capped",
+    )
     assert record["prompt_tokens"] == done.prompt_tokens
     assert record["decision_us"] >= 0
 

@@ -18,7 +18,7 @@ from tests.journeys.conftest import Calibrated  # noqa: E402
 from tests.journeys.helpers import THREADS, generate_json, served  # noqa: E402
 
 PROMPT = ("--prompt", "Hi", "--max-tokens", "4", "--temperature", "0")
-APPLIED = ("table_row", "fallback_static", "fallback_plain", "catch_up")
+APPLIED = ("table_row", "fallback_static", "fallback_plain", "fallback_held_out", "catch_up")
 
 
 def _chat(url: str, **extra: object) -> dict:

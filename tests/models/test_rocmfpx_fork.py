@@ -117,7 +117,7 @@ def test_cli_journey_generate_calibrate_serve_on_the_fork(
         dd = (reply.model_extra or {})["dynamic_draft"]
         assert reply.choices[0].message.content
         assert dd["table_id"] == table["table_id"]
-        assert dd["reason"] in ("table_row", "fallback_static", "fallback_plain", "out_of_range")
+        assert dd["reason"] in ("table_row", "fallback_static", "fallback_plain", "fallback_held_out", "out_of_range")
         assert dd["applied_per_request"] is False and "lifetime" in dd["per_request_note"]
         # What runs is the table's best static setting, for every request of this server's lifetime.
         best = best_static(FrontierTable.from_dict(table))

@@ -404,6 +404,7 @@ def test_quick_calibration_measures_mtp_rows_and_dd_applies_them(tiny: TinyMtp) 
             "table_row",
             "fallback_static",
             "fallback_plain",
+            "fallback_held_out",
         )
     finally:
         s.close()
