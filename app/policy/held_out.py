@@ -41,15 +41,6 @@ class HeldOut:
         """One line for reports: 'won 2 of 3 held out, +4.1% (margin 2.0%)'."""
         return f"won {self.supported} of {self.prompts} held out, {self.gain:+.1%} (margin {self.margin:.1%})"
 
-    def to_dict(self) -> dict[str, float | int | bool]:
-        return {
-            "prompts": self.prompts,
-            "supported": self.supported,
-            "gain": round(self.gain, 4),
-            "margin": round(self.margin, 4),
-            "holds": self.holds,
-        }
-
 
 def cross_validate(rows: Sequence[FrontierRow], base: FrontierRow, margin: float) -> HeldOut | None:
     """Leave-one-prompt-out over the rows of one range (safe, allowed, the baseline among them) against `base`,
