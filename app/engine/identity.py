@@ -19,12 +19,17 @@ from app.runtime import build_info
 from app.runtime.device import best_accelerator, cpu_name
 
 
+def _hash_cache() -> Path:
+    """The file that remembers model hashes by (path, size, mtime)."""
+    return get_paths().cache / "sha256.json"
+
+
 def _known_hashes(path: str | Path) -> tuple[str, dict[str, str]]:
     """(the hash cache's key for this file version, what the cache holds)."""
     p = Path(path).resolve()
     st = p.stat()
     try:
-        known = json.loads((get_paths().cache / "sha256.json").read_text())
+        known = json.loads(_hash_cache().read_text())
     except (OSError, ValueError):
         known = {}
     return f"{p}|{st.st_size}|{st.st_mtime_ns}", known
@@ -47,7 +52,7 @@ def cached_sha256(
     key, known = _known_hashes(p)
     if key in known:
         return str(known[key])
-    cache_file = get_paths().cache / "sha256.json"
+    cache_file = _hash_cache()
     digest = sha256_file(p, progress=progress, cancel=cancel)
     known[key] = digest
     cache_file.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,23 @@ def integrity_label(m: LocalModel) -> str:
     return "not verified (not downloaded by DynaDraft)"
 
 
+def model_roots(models_dir: Path | None = None) -> list[Path]:
+    """Where local models are: the models folder and the packaged models' cache."""
+    from app.models.packaged import cache_dir
+
+    return [models_dir or get_paths().models, cache_dir()]
+
+
+def local_ggufs(roots: Iterable[Path] | None = None) -> list[Path]:
+    """Every local GGUF (first shards) under the roots (default: model_roots), each file once even where one root
+    links into another. (resolve_model_arg keeps every name instead: a link's own name picks it.)"""
+    seen: dict[Path, Path] = {}
+    for root in model_roots() if roots is None else roots:
+        for p in find_ggufs(root):
+            seen.setdefault(p.resolve(), p)
+    return list(seen.values())
+
+
 def resolve_model_arg(arg: str, flag: str = "--model", models_dir: Path | None = None) -> Path:
     """A --model / --draft argument as a GGUF path: the file itself, or else the one GGUF in the models folder or
     the packaged models' cache whose file name is or contains it, case aside (`dynadraft serve --model smollm2`, as
@@ -103,9 +121,7 @@ def resolve_model_arg(arg: str, flag: str = "--model", models_dir: Path | None =
         return path
     if "/" in arg or "\\" in arg:  # a path: only that file will do
         raise ValueError(f"{flag}: model not found: {arg} (no such file)")
-    from app.models.packaged import cache_dir
-
-    here = sorted({*find_ggufs(models_dir or get_paths().models), *find_ggufs(cache_dir())}, key=lambda p: p.name)
+    here = sorted({p for root in model_roots(models_dir) for p in find_ggufs(root)}, key=lambda p: p.name)
     key = arg.lower()
     hits = [p for p in here if p.stem.lower() == key] or [p for p in here if key in p.name.lower()]
     names = sorted({p.name for p in hits})  # a packaged model linked into the models folder is there twice

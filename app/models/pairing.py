@@ -11,7 +11,7 @@ from app.models.catalog import Catalog
 from app.models.compat import Vocab, compare_vocabs, read_vocab
 from app.models.gguf_reader import GGUFError
 from app.models.inspection import shard_names
-from app.models.local import find_ggufs
+from app.models.local import local_ggufs
 
 CATALOG_REASON = "paired by the catalog"
 LOCAL_REASON = "same tokenizer, on disk"
@@ -25,14 +25,6 @@ class DraftProposal:
 
     path: Path
     reason: str
-
-
-def default_roots() -> list[Path]:
-    """Where local models are: the models folder and the packaged models' cache (as `--model NAME` looks)."""
-    from app.models.packaged import cache_dir
-    from app.paths import get_paths
-
-    return [get_paths().models, cache_dir()]
 
 
 def model_bytes(path: Path) -> int:
@@ -49,15 +41,6 @@ def cached_vocab(path: Path) -> Vocab:
     """The file's vocabulary, read once per file version: a large vocabulary's header takes a noticeable while."""
     st = path.stat()
     return _vocab(str(path.resolve()), st.st_size, st.st_mtime_ns)
-
-
-def local_ggufs(roots: Iterable[Path]) -> list[Path]:
-    """Every local GGUF (first shards) under the roots, each file once even where one root links into another."""
-    seen: dict[Path, Path] = {}
-    for root in roots:
-        for p in find_ggufs(root):
-            seen.setdefault(p.resolve(), p)
-    return list(seen.values())
 
 
 def catalog_draft(target: Path, catalog: Catalog, candidates: list[Path]) -> Path | None:
@@ -102,7 +85,7 @@ def propose_draft(
     if not path.is_file():
         return None
     own = {path.resolve(), *(path.with_name(n).resolve() for n in shard_names(path.name))}
-    candidates = [p for p in local_ggufs(default_roots() if roots is None else roots) if p.resolve() not in own]
+    candidates = [p for p in local_ggufs(roots) if p.resolve() not in own]
     found = catalog_draft(path, catalog, candidates) if catalog is not None else None
     if found is not None:
         return DraftProposal(found, CATALOG_REASON)
